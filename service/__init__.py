@@ -1,0 +1,1 @@
+"""Frontier's service core: the engine layers below and the dataflow manager."""

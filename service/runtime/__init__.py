@@ -1,0 +1,1 @@
+"""The engine: worker coroutines, scopes, channels, progress broadcast. Built in a later issue."""
