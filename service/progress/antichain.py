@@ -9,7 +9,7 @@ how that antichain changes.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Iterator
+from collections.abc import Hashable, Iterable, Iterator, Sequence
 from typing import Any, Generic, TypeVar, cast
 
 from service.progress.timestamp import less_equal, less_than
@@ -182,10 +182,11 @@ class MutableAntichain(Generic[T]):
             changes = [(t, d) for t, d in net.items() if d]
         return changes
 
-    def update(self, time: T, diff: int) -> list[tuple[T, int]]:
+    def update(self, time: T, diff: int) -> Sequence[tuple[T, int]]:
         """Apply one update; return the frontier changes it causes (often none).
 
-        This is the hot path of the tracker, hence the case analysis instead of a rebuild.
+        This is the hot path of the tracker, hence the case analysis instead of a rebuild,
+        and a separate branch for integer times, whose frontier has at most one element.
         """
         counts = self._counts
         count = counts.get(time, 0) + diff
@@ -194,14 +195,35 @@ class MutableAntichain(Generic[T]):
         else:
             del counts[time]
         frontier = self._frontier
+        if type(time) is int:
+            if diff > 0:
+                if count <= 0:
+                    return ()
+                if not frontier:
+                    self._frontier = [time]
+                    return [(time, 1)]
+                least = frontier[0]
+                if least <= time:  # type: ignore[operator]
+                    return ()
+                self._frontier = [time]
+                return [(time, 1), (least, -1)]
+            if count > 0 or not frontier or frontier[0] != time:
+                return ()
+            positive = [t for t, c in counts.items() if c > 0]
+            if not positive:
+                self._frontier = []
+                return [(time, -1)]
+            least = min(positive)  # type: ignore[type-var]
+            self._frontier = [least]
+            return [(time, -1), (least, 1)]
         if diff > 0:
             if time in frontier:
-                return []
+                return ()
             for element in frontier:
                 if less_equal(element, time):
-                    return []  # strictly beyond the frontier: invisible
+                    return ()  # strictly beyond the frontier: invisible
             if count <= 0:
-                return []
+                return ()
             # ``time`` is a new minimal element; it displaces the elements above it.
             changes = [(time, 1)]
             kept = []
@@ -216,7 +238,7 @@ class MutableAntichain(Generic[T]):
         if count > 0 or time not in frontier:
             # A decrement leaves the frontier alone unless it zeroes a frontier element:
             # any other positive-count time is already beyond some frontier element.
-            return []
+            return ()
         return self._rebuild()
 
     def _rebuild(self) -> list[tuple[T, int]]:

@@ -390,6 +390,9 @@ class Tracker:
         pointstamps = self._pointstamps
         output_summaries = self._output_summaries
         outputs = self._outputs
+        implications = self._implications
+        successors = self._successors
+        pushed = self._pushed
         worklist: list[tuple[Hashable, int, int]] = []
         for (here, time), diff in pending.items():
             if not diff:
@@ -402,13 +405,15 @@ class Tracker:
                         moved = results_in(summary, changed)
                         if moved is not None:
                             batch.update(moved, delta)
-                worklist.append((changed, here, delta))
+                # A location's own pointstamps imply its frontier directly; applying them here
+                # rather than through the worklist makes count churn that moves no frontier
+                # cost two antichain updates and nothing else.
+                for implied, sign in implications[here].update(changed, delta):
+                    pushed.append((here, implied, sign))
+                    self._forward(worklist, here, implied, sign)
         if not worklist:
             return
         heapify(worklist)
-        implications = self._implications
-        successors = self._successors
-        pushed = self._pushed
         while worklist:
             time, here, diff = heappop(worklist)
             # Merge every entry for the same (time, location): opposite signs cancel here.
@@ -426,6 +431,19 @@ class Tracker:
                             moved = results_in(step, changed)
                             if moved is not None:
                                 heappush(worklist, (moved, there, delta))
+
+    def _forward(
+        self, worklist: list[tuple[Hashable, int, int]], here: int, time: Hashable, diff: int
+    ) -> None:
+        """Queue a frontier change at ``here`` for every location it leads to."""
+        for there, steps in self._successors[here]:
+            if steps is None:
+                worklist.append((time, there, diff))
+            else:
+                for step in steps:
+                    moved = results_in(step, time)
+                    if moved is not None:
+                        worklist.append((moved, there, diff))
 
     def drain_pushed(self) -> list[tuple[Location, Hashable, int]]:
         """Frontier changes ``(location, time, ±1)`` since the last drain, consolidated."""
