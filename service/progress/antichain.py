@@ -188,6 +188,8 @@ class MutableAntichain(Generic[T]):
         This is the hot path of the tracker, hence the case analysis instead of a rebuild,
         and a separate branch for integer times, whose frontier has at most one element.
         """
+        if not diff:
+            return ()
         counts = self._counts
         count = counts.get(time, 0) + diff
         if count:

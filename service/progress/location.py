@@ -6,7 +6,8 @@ inputs (records enter the scope through them) and its *targets* are the scope's 
 Both kinds are tuples ``(node, kind, port)`` underneath, so hashing, equality and ordering
 run in C (locations are dictionary keys everywhere), while the ``kind`` field keeps
 ``Source(1, 0)`` and ``Target(1, 0)`` apart. The natural order sorts by node, then targets
-before sources, then port.
+before sources, then port. (A location also equals the plain tuple with the same three
+fields; the engine never mixes the two.)
 """
 
 from __future__ import annotations

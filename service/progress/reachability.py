@@ -157,13 +157,14 @@ class Builder:
         connections whose summary is the identity), found in linear time; a transition lies
         on a cycle exactly when both its ends are in one component.
         """
+        self._check_edges()
         successors: dict[Location, list[Location]] = {loc: [] for loc in self.locations()}
         for n, op in self._operators.items():
             for i, row in enumerate(op.connectivity):
                 for o, summaries in row.items():
                     if any(is_identity(s) for s in summaries):
                         successors[Target(n, i)].append(Source(n, o))
-        for source, target in self._edges:
+        for source, target in dict.fromkeys(self._edges):
             successors[source].append(target)
         component = _strongly_connected(successors)
         return sorted(
@@ -259,6 +260,7 @@ def _strongly_connected(successors: Mapping[Location, list[Location]]) -> dict[L
     component: dict[Location, int] = {}
     stack: list[Location] = []
     on_stack: set[Location] = set()
+    labels = 0
     for root in successors:
         if root in order:
             continue
@@ -283,7 +285,8 @@ def _strongly_connected(successors: Mapping[Location, list[Location]]) -> dict[L
             if descended:
                 continue
             if low[node] == order[node]:
-                label = len(component) and max(component.values()) + 1
+                label = labels
+                labels += 1
                 while True:
                     member = stack.pop()
                     on_stack.discard(member)
@@ -470,10 +473,14 @@ class Tracker:
         """The times that may still reach ``location``: its current frontier."""
         return self._implications[self._index[location]].frontier()
 
+    def frontier_is_empty(self, index: int) -> bool:
+        """Whether nothing can reach the location with dense ``index`` any more."""
+        return not self._implications[index].frontier_elements()
+
     def pointstamp_frontier(self, location: Location) -> Antichain[Hashable]:
         """The minimal times with positive count reported *at* ``location`` itself."""
         return self._pointstamps[self._index[location]].frontier()
 
     def tracking_anything(self) -> bool:
         """Whether any change is buffered or any pointstamp count is positive somewhere."""
-        return bool(self._pending) or self._total_counts > 0
+        return self._total_counts > 0 or any(self._pending.values())

@@ -1,0 +1,32 @@
+"""``concat``: merge several streams of one scope into one."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from operators.capability import Capability
+from operators.core import OperatorBuilder
+from operators.stream import Stream
+
+
+def concat(streams: list[Stream], name: str = "Concat") -> Stream:
+    """All records of all ``streams``, at their own times."""
+    if not streams:
+        raise ValueError("concat needs at least one stream")
+    builder = OperatorBuilder(streams[0].scope, name)
+    inputs = [builder.new_input(stream) for stream in streams]
+    output, result = builder.new_output()
+
+    def constructor(capabilities: list[Capability]) -> Callable[[], None]:
+        for capability in capabilities:
+            capability.drop()
+
+        def logic() -> None:
+            for port, input in enumerate(inputs):
+                for time, records in input.batches():
+                    output.forward(time, records, port)
+
+        return logic
+
+    builder.build(constructor)
+    return result

@@ -1,0 +1,224 @@
+"""The operator builder: any number of inputs and outputs, sparse connectivity, capabilities.
+
+Every operator in the catalogue is built with :class:`OperatorBuilder`::
+
+    builder = OperatorBuilder(stream.scope, "Map")
+    input = builder.new_input(stream)
+    output, result = builder.new_output()
+
+    def constructor(capabilities):
+        for capability in capabilities:
+            capability.drop()          # map sends only at the times of its input batches
+
+        def logic():
+            for time, records in input.batches():
+                output.forward(time, [fn(r) for r in records])
+
+        return logic
+
+    builder.build(constructor)
+
+``build`` hands the constructor one capability per output at the scope's minimum time; the
+logic runs each time the operator is scheduled. After each run the operator's consumed,
+produced and capability changes are published together.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+from typing import TYPE_CHECKING, Any
+
+from operators.capability import Capability
+from operators.ports import InputPort, OutputPort
+from service.progress import Antichain, Connectivity, Source, Target, is_identity
+from service.runtime import ExchangePusher, Interest, SharedProgress, Tee
+
+if TYPE_CHECKING:
+    from operators.stream import Stream
+    from service.runtime import Scope
+
+Logic = Callable[[], object]
+"""Operator logic: called when scheduled; a truthy result means "still busy, keep me"."""
+
+
+class OperatorCore:
+    """A built operator, as its scope sees it (an ``Operate``)."""
+
+    def __init__(self, scope: Scope, index: int, name: str) -> None:
+        self.scope = scope
+        self.index = index
+        self.name = name
+        self.input_ports: list[InputPort] = []
+        self.output_ports: list[OutputPort] = []
+        self.connectivity: Connectivity = []
+        self.identity_paths: list[set[int]] = []
+        self.interest = Interest.NEVER
+        self.external_summary: Connectivity = []
+        self.logic: Logic | None = None
+        self._shared = SharedProgress()
+        self._activate = scope.builder.activator(index)
+        self._running = False
+
+    @property
+    def inputs(self) -> int:
+        """The number of input ports."""
+        return len(self.input_ports)
+
+    @property
+    def outputs(self) -> int:
+        """The number of output ports."""
+        return len(self.output_ports)
+
+    @property
+    def local(self) -> bool:
+        """Progress of a plain operator is this worker's own: the scope broadcasts it."""
+        return True
+
+    def activate(self) -> None:
+        """Ask to be scheduled (a no-op while running: its changes are published after)."""
+        if not self._running:
+            self._activate()
+
+    def initialize(self) -> tuple[Connectivity, SharedProgress]:
+        """Connectivity, and the initial capabilities: ``peers`` per output at the minimum."""
+        shared = SharedProgress.for_ports(len(self.input_ports), len(self.output_ports))
+        for batch in shared.internals:
+            batch.update(self.scope.minimum, self.scope.peers)
+        self._shared = shared
+        return self.connectivity, shared
+
+    def set_external_summary(self, summary: Connectivity) -> None:
+        """Remember the paths from this operator's outputs back to its inputs."""
+        self.external_summary = summary
+
+    def schedule(self) -> bool:
+        """Bring input frontiers up to date, run the logic, publish its progress."""
+        shared = self._shared
+        for port, batch in zip(self.input_ports, shared.frontiers, strict=True):
+            if batch:
+                port.frontier.update_iter(batch.drain())
+        self._running = True
+        try:
+            busy = self.logic() if self.logic is not None else False
+        finally:
+            self._running = False
+        self.publish()
+        return bool(busy) or any(port.queue for port in self.input_ports)
+
+    def publish(self) -> None:
+        """Move consumed, produced and capability changes to the scope, all together."""
+        shared = self._shared
+        for port, out in enumerate(self.output_ports):
+            out.flush()
+            out.produced.drain_into(shared.produceds[port])
+            out.internal.drain_into(shared.internals[port])
+        for port, inp in enumerate(self.input_ports):
+            inp.consumed.drain_into(shared.consumeds[port])
+
+    def __repr__(self) -> str:
+        return f"<{self.name} #{self.index}>"
+
+
+class OperatorBuilder:
+    """Declares an operator's ports and connectivity, then installs its logic."""
+
+    def __init__(self, scope: Scope, name: str) -> None:
+        self.scope = scope
+        self.name = name
+        self.index = scope.builder.reserve()
+        self.core = OperatorCore(scope, self.index, name)
+        self._connections: list[dict[int, Hashable] | None] = []
+        self._output_connections: list[dict[int, Hashable] | None] = []
+        self._built = False
+
+    def new_input(
+        self,
+        stream: Stream,
+        exchange: Callable[[Any], object] | None = None,
+        connection: dict[int, Hashable] | None = None,
+    ) -> InputPort:
+        """Add an input reading ``stream``.
+
+        Args:
+            stream: A stream of this operator's scope.
+            exchange: ``None`` for a pipeline (records stay on their worker), or a key
+                function: each record goes to the worker ``stable_hash(key(r)) % peers``.
+            connection: The outputs this input reaches and their summaries; ``None`` means
+                every output (including ones added later), unchanged.
+        """
+        if stream.scope.builder is not self.scope.builder:
+            raise ValueError(
+                f"{self.name}: the stream belongs to another scope; "
+                "use enter() / leave() to cross scopes"
+            )
+        port = InputPort(self.core, len(self.core.input_ports))
+        target = Target(self.index, port.port)
+        builder = self.scope.builder
+        if exchange is None:
+            port.queue = builder.connect(stream.source, stream.tee, target).queue
+        else:
+            _, mine, boxes = builder.connect_exchange(stream.source, target)
+            stream.tee.pushers.append(ExchangePusher(boxes, exchange))
+            port.queue = mine.queue
+        self.core.input_ports.append(port)
+        self._connections.append(connection)
+        return port
+
+    def new_output(
+        self, connection: dict[int, Hashable] | None = None
+    ) -> tuple[OutputPort, Stream]:
+        """Add an output; return its port and the stream it produces.
+
+        ``connection`` maps the inputs that reach this output to their summaries; ``None``
+        means every input whose own connection was left as ``None``, unchanged.
+        """
+        from operators.stream import Stream
+
+        tee = Tee()
+        port = OutputPort(self.core, len(self.core.output_ports), tee)
+        self.core.output_ports.append(port)
+        self._output_connections.append(connection)
+        return port, Stream(self.scope, Source(self.index, port.port), tee)
+
+    def _connectivity(self) -> Connectivity:
+        identity = self.scope.identity
+        rows: Connectivity = []
+        for i, connection in enumerate(self._connections):
+            row: dict[int, Antichain[Hashable]] = {}
+            for o, out_connection in enumerate(self._output_connections):
+                if out_connection is not None:
+                    if i in out_connection:
+                        row[o] = Antichain([out_connection[i]])
+                elif connection is None:
+                    row[o] = Antichain([identity])
+                elif o in connection:
+                    row[o] = Antichain([connection[o]])
+            rows.append(row)
+        return rows
+
+    def build(
+        self,
+        constructor: Callable[[list[Capability]], Logic],
+        interest: Interest = Interest.NEVER,
+    ) -> None:
+        """Install the logic: ``constructor(capabilities)`` returns the function to run.
+
+        ``interest`` says whether input frontier changes alone should schedule it.
+        """
+        if self._built:
+            raise RuntimeError(f"{self.name} is already built")
+        self._built = True
+        core = self.core
+        core.connectivity = self._connectivity()
+        core.identity_paths = [
+            {o for o, summaries in row.items() if any(is_identity(s) for s in summaries)}
+            for row in core.connectivity
+        ]
+        core.interest = interest
+        minimum = self.scope.minimum
+        capabilities = [Capability(minimum, out, out.internal) for out in core.output_ports]
+        for out in core.output_ports:
+            # The +1 each capability counted is already in the initial ``peers`` per output.
+            out.internal.clear()
+        core.logic = constructor(capabilities)
+        self.scope.builder.place(self.index, core)

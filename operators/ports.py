@@ -1,0 +1,160 @@
+"""The handles operator logic works with: input ports and output ports.
+
+An :class:`InputPort` yields ``(capability, records)`` pairs, one per arrived batch, and
+counts what it hands out as consumed. An :class:`OutputPort` sends batches at the time of a
+capability for it, counts them as produced, and gives them to every edge leaving it.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Hashable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from operators.capability import Capability, CapabilityError, InputCapability
+from service.progress import ChangeBatch, MutableAntichain
+from service.runtime import Tee
+
+if TYPE_CHECKING:
+    from operators.core import OperatorCore
+
+
+class InputPort:
+    """One input of an operator: arrived batches, and the frontier of times still to come."""
+
+    __slots__ = ("consumed", "frontier", "operator", "port", "queue")
+
+    def __init__(self, operator: OperatorCore, port: int) -> None:
+        self.operator = operator
+        self.port = port
+        self.queue: deque[tuple[Hashable, list[Any]]] = deque()
+        self.consumed: ChangeBatch[Hashable] = ChangeBatch()
+        self.frontier: MutableAntichain[Hashable] = MutableAntichain()
+        """Times that may still arrive here (kept current before each schedule)."""
+
+    def __iter__(self) -> Iterator[tuple[InputCapability, list[Any]]]:
+        """Take every arrived batch, with a capability for its time."""
+        queue = self.queue
+        consumed = self.consumed
+        operator = self.operator
+        port = self.port
+        while queue:
+            time, records = queue.popleft()
+            consumed.update(time, len(records))
+            yield InputCapability(time, port, operator), records
+
+    def batches(self) -> Iterator[tuple[Hashable, list[Any]]]:
+        """Take every arrived batch as ``(time, records)``, for operators that only forward.
+
+        An operator may send a batch taken this way at its own time on any output this input
+        reaches with the identity summary (:meth:`OutputPort.forward` checks that).
+        """
+        queue = self.queue
+        consumed = self.consumed
+        while queue:
+            time, records = queue.popleft()
+            consumed.update(time, len(records))
+            yield time, records
+
+    def is_empty(self) -> bool:
+        """Whether no batch is waiting."""
+        return not self.queue
+
+
+class OutputPort:
+    """One output of an operator: sends batches to every edge and counts them."""
+
+    __slots__ = ("_buffer", "_buffer_time", "internal", "operator", "port", "produced", "tee")
+
+    def __init__(self, operator: OperatorCore, port: int, tee: Tee) -> None:
+        self.operator = operator
+        self.port = port
+        self.tee = tee
+        self.produced: ChangeBatch[Hashable] = ChangeBatch()
+        self.internal: ChangeBatch[Hashable] = ChangeBatch()
+        self._buffer: list[Any] = []
+        self._buffer_time: Hashable = None
+
+    def _check(self, capability: Capability) -> Hashable:
+        if capability.output is not self:
+            raise CapabilityError(
+                f"{self.operator.name}: a capability for output {capability.output.port} of "
+                f"{capability.output.operator.name} cannot send on output {self.port}"
+            )
+        return capability.time
+
+    def give_batch(self, capability: Capability, records: list[Any]) -> None:
+        """Send ``records`` at the capability's time (empty lists are skipped).
+
+        The list is handed on as it is: do not modify it afterwards.
+        """
+        time = self._check(capability)
+        if records:
+            self._send(time, records)
+
+    def give(self, capability: Capability, record: Any) -> None:
+        """Send one record at the capability's time (buffered into batches)."""
+        time = self._check(capability)
+        if self._buffer and self._buffer_time != time:
+            self.flush()
+        self._buffer_time = time
+        self._buffer.append(record)
+        if len(self._buffer) >= 1024:
+            self.flush()
+
+    def session(self, capability: Capability) -> Session:
+        """A session that sends at the capability's time."""
+        self._check(capability)
+        return Session(self, capability)
+
+    def forward(self, time: Hashable, records: list[Any], input_port: int = 0) -> None:
+        """Send a batch taken from ``input_port`` at its own time.
+
+        Allowed only when that input reaches this output with the identity summary, which
+        is what lets pass-through operators skip creating capabilities per batch.
+        """
+        if self.port not in self.operator.identity_paths[input_port]:
+            raise CapabilityError(
+                f"{self.operator.name}: input {input_port} does not reach output {self.port} "
+                "unchanged, so its batches cannot be forwarded at their own time"
+            )
+        if records:
+            self._send(time, records)
+
+    def _send(self, time: Hashable, records: list[Any]) -> None:
+        if self._buffer:
+            self.flush()
+        self.produced.update(time, len(records))
+        self.tee.push(time, records)
+
+    def flush(self) -> None:
+        """Send any buffered single records."""
+        buffer = self._buffer
+        if buffer:
+            self._buffer = []
+            self.produced.update(self._buffer_time, len(buffer))
+            self.tee.push(self._buffer_time, buffer)
+
+
+class Session:
+    """Sends records at one capability's time on one output."""
+
+    __slots__ = ("_capability", "_output")
+
+    def __init__(self, output: OutputPort, capability: Capability) -> None:
+        self._output = output
+        self._capability = capability
+
+    def give(self, record: Any) -> None:
+        """Send one record."""
+        self._output.give(self._capability, record)
+
+    def give_batch(self, records: list[Any]) -> None:
+        """Send a list of records (handed on as it is)."""
+        self._output.give_batch(self._capability, records)
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._output.flush()

@@ -1,0 +1,118 @@
+"""Streams: the fluent, typed handle on an operator output within one scope.
+
+Each method adds one operator (defined in its own module of this package) and returns the
+stream(s) it produces.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+from typing import TYPE_CHECKING, Any
+
+from service.progress import Source
+from service.runtime import Scope, Tee
+
+if TYPE_CHECKING:
+    from operators.probe import ProbeHandle
+
+
+class Stream:
+    """Records at times, leaving one output port of one operator in ``scope``."""
+
+    __slots__ = ("scope", "source", "tee")
+
+    def __init__(self, scope: Scope, source: Source, tee: Tee) -> None:
+        self.scope = scope
+        self.source = source
+        self.tee = tee
+
+    def map(self, fn: Callable[[Any], Any]) -> Stream:
+        """Apply ``fn`` to every record."""
+        from operators.map import map_stream
+
+        return map_stream(self, fn)
+
+    def flat_map(self, fn: Callable[[Any], Any]) -> Stream:
+        """Replace every record by the records of the iterable ``fn(record)``."""
+        from operators.map import flat_map
+
+        return flat_map(self, fn)
+
+    def filter(self, predicate: Callable[[Any], bool]) -> Stream:
+        """Keep the records for which ``predicate`` is true."""
+        from operators.filter import filter_stream
+
+        return filter_stream(self, predicate)
+
+    def inspect(self, fn: Callable[[Any], object]) -> Stream:
+        """Call ``fn(record)`` on every record and pass the stream on unchanged."""
+        from operators.inspect import inspect
+
+        return inspect(self, fn)
+
+    def inspect_batch(self, fn: Callable[[Hashable, list[Any]], object]) -> Stream:
+        """Call ``fn(time, records)`` on every batch and pass the stream on unchanged."""
+        from operators.inspect import inspect_batch
+
+        return inspect_batch(self, fn)
+
+    def exchange(self, key: Callable[[Any], object]) -> Stream:
+        """Send every record to worker ``stable_hash(key(record)) % peers``."""
+        from operators.exchange import exchange
+
+        return exchange(self, key)
+
+    def concat(self, *others: Stream) -> Stream:
+        """This stream's records and those of ``others`` (same scope), as one stream."""
+        from operators.concat import concat
+
+        return concat([self, *others])
+
+    def probe(self) -> ProbeHandle:
+        """Watch this stream's frontier: which times may still appear on it."""
+        from operators.probe import probe
+
+        return probe(self)
+
+    def enter(self, scope: Scope) -> Stream:
+        """Bring this stream into ``scope``, a scope nested directly in this one."""
+        from operators.enter_leave import enter
+
+        return enter(self, scope)
+
+    def leave(self) -> Stream:
+        """Take this stream out of its nested scope into the parent scope."""
+        from operators.enter_leave import leave
+
+        return leave(self)
+
+    def connect_loop(self, handle: Any) -> None:
+        """Feed this stream into the feedback ``handle`` made by ``scope.feedback``."""
+        handle.connect(self)
+
+    def count(self) -> Stream:
+        """The number of records at each time, emitted once the time is complete."""
+        from operators.aggregate import count
+
+        return count(self)
+
+    def accumulate(self, init: Callable[[], Any], fold: Callable[[Any, list[Any]], Any]) -> Stream:
+        """Fold each time's batches into one value, emitted once the time is complete."""
+        from operators.aggregate import accumulate
+
+        return accumulate(self, init, fold)
+
+    def aggregate(
+        self,
+        key: Callable[[Any], Hashable],
+        fold: Callable[[Any, Any], Any],
+        emit: Callable[[Hashable, Any], Any],
+        init: Callable[[], Any] = lambda: None,
+    ) -> Stream:
+        """Fold records per key per time; emit ``emit(key, acc)`` once the time is complete."""
+        from operators.aggregate import aggregate
+
+        return aggregate(self, key, fold, emit, init)
+
+    def __repr__(self) -> str:
+        return f"Stream({self.source!r})"

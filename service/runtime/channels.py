@@ -1,0 +1,147 @@
+"""Channels: how batches of records move from an output port to the input ports it feeds.
+
+A message is ``(time, records)`` with ``records`` a non-empty list. An output port owns a
+:class:`Tee` of pushers, one per edge leaving it. A :class:`PipelinePusher` hands the batch
+to the consumer on the same worker; an :class:`ExchangePusher` splits it by a stable hash of a
+key so each record goes to worker ``hash(key) % peers``. Counting is done by the output
+port, once per batch, in records, so no pusher counts; a pusher must therefore deliver
+every record exactly once, and never an empty batch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+from collections.abc import Callable, Hashable
+from typing import Any, Protocol
+
+from service.runtime.fabric import Mailbox
+
+Message = tuple[Hashable, list[Any]]
+"""A batch of records at one time."""
+
+
+class Pusher(Protocol):
+    """Something that accepts batches of records at a time."""
+
+    def push(self, time: Hashable, records: list[Any]) -> None:
+        """Deliver ``records`` (non-empty) at ``time``."""
+        ...
+
+
+class Tee:
+    """The pushers of every edge leaving one output port, on one worker.
+
+    Every pusher gets the same list object: consumers must not mutate a batch they did not
+    create (operators build new lists), which spares a copy per extra edge.
+    """
+
+    __slots__ = ("pushers",)
+
+    def __init__(self) -> None:
+        self.pushers: list[Pusher] = []
+
+    def push(self, time: Hashable, records: list[Any]) -> None:
+        """Give ``records`` to every edge."""
+        for pusher in self.pushers:
+            pusher.push(time, records)
+
+
+class PipelinePusher:
+    """An edge within one worker: the batch goes straight into the consumer's mailbox."""
+
+    __slots__ = ("_mailbox",)
+
+    def __init__(self, mailbox: Mailbox[Message]) -> None:
+        self._mailbox = mailbox
+
+    def push(self, time: Hashable, records: list[Any]) -> None:
+        """Append the batch to the consumer's queue and wake it."""
+        self._mailbox.push((time, records))
+
+
+def stable_hash(key: object) -> int:
+    """A hash of ``key`` that is the same in every process and every run.
+
+    Python's ``hash`` of strings and bytes is salted per process, so records would route
+    differently on different machines; this one is not. Integers map to themselves (so
+    ``key % peers`` spreads consecutive keys evenly), other keys through BLAKE2b.
+
+    >>> stable_hash(7), stable_hash("a") == stable_hash("a"), stable_hash(-1) >= 0
+    (7, True, True)
+    """
+    if type(key) is int:
+        return key if key >= 0 else key & 0xFFFF_FFFF_FFFF_FFFF
+    if isinstance(key, str):
+        data = key.encode()
+    elif isinstance(key, bytes):
+        data = key
+    elif isinstance(key, float):
+        data = struct.pack("<d", key)
+    elif isinstance(key, tuple):
+        data = b"".join(stable_hash(part).to_bytes(8, "little") for part in key)
+    elif key is None or isinstance(key, bool):
+        data = repr(key).encode()
+    else:
+        raise TypeError(
+            f"cannot route by a key of type {type(key).__name__}: use an int, str, bytes, "
+            "float, bool, None, or a tuple of these"
+        )
+    return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little")
+
+
+class ExchangePusher:
+    """An edge across workers: each record goes to worker ``stable_hash(key(r)) % peers``."""
+
+    __slots__ = ("_key", "_mailboxes", "_peers")
+
+    def __init__(self, mailboxes: list[Mailbox[Message]], key: Callable[[Any], object]) -> None:
+        self._mailboxes = mailboxes
+        self._peers = len(mailboxes)
+        self._key = key
+
+    def push(self, time: Hashable, records: list[Any]) -> None:
+        """Split the batch by destination and push each non-empty part."""
+        peers = self._peers
+        if peers == 1:
+            self._mailboxes[0].push((time, records))
+            return
+        key = self._key
+        parts: list[list[Any]] = [[] for _ in range(peers)]
+        for record in records:
+            k = key(record)
+            if type(k) is int and k >= 0:
+                parts[k % peers].append(record)
+            else:
+                parts[stable_hash(k) % peers].append(record)
+        for mailbox, part in zip(self._mailboxes, parts, strict=True):
+            if part:
+                mailbox.push((time, part))
+
+
+class RetimingPusher:
+    """Crosses a scope boundary: converts each batch's time, then pushes to a tee.
+
+    ``count`` is told ``(time, n)`` in the new scope's times: a scope counts the records that
+    enter it at its inputs (to report them consumed) and nothing at its outputs (inner
+    producers count those).
+    """
+
+    __slots__ = ("_convert", "_count", "_tee")
+
+    def __init__(
+        self,
+        convert: Callable[[Hashable], Hashable],
+        tee: Tee,
+        count: Callable[[Hashable, int], None] | None = None,
+    ) -> None:
+        self._convert = convert
+        self._tee = tee
+        self._count = count
+
+    def push(self, time: Hashable, records: list[Any]) -> None:
+        """Convert the time and forward the same batch."""
+        converted = self._convert(time)
+        if self._count is not None:
+            self._count(converted, len(records))
+        self._tee.push(converted, records)

@@ -1,0 +1,578 @@
+"""A scope: a dataflow of operators that presents itself to its parent as one operator.
+
+Inside, a :class:`Subgraph` keeps a :class:`~service.progress.Tracker` over its children and
+their edges. Node 0 stands for the outside: the parent's frontier at the scope's inputs enters
+as pointstamps at node 0's sources, and records leaving through the scope's outputs are
+reported to the parent as produced rather than tracked inside.
+
+Every worker builds the same scopes. Each worker's children report their progress into a
+local batch that the scope *broadcasts* to every worker, itself included; each worker applies
+only what comes back through that channel, so all trackers see the same updates (in
+different interleavings of senders, each sender's batches in order). A consumption is always
+in the same batch as the capability it grants, and a production in the same batch as the
+capability that backs it, because a child's consumed, internal and produced counts are
+pulled together after each of its schedules and go into one batch.
+
+Towards its parent a scope is a *non-local* operator: the numbers it reports (records
+consumed at its inputs, produced at its outputs, and changes to the frontier of capabilities
+inside, projected to its outputs) are already global, so the parent applies them without
+broadcasting them again.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from service.progress import (
+    Antichain,
+    Builder,
+    ChangeBatch,
+    Connectivity,
+    MutableAntichain,
+    Source,
+    Target,
+    followed_by,
+)
+from service.runtime.channels import Message, PipelinePusher, RetimingPusher, Tee
+from service.runtime.fabric import Mailbox
+from service.runtime.operate import Interest, Operate, SharedProgress
+from service.runtime.time_domain import Refinement, TimeDomain
+
+if TYPE_CHECKING:
+    from service.runtime.worker import Worker
+
+Update = tuple[tuple[int, Hashable], int]
+"""A pointstamp change as it travels: ``((location index, time), diff)``."""
+
+_MAX_PASSES = 64
+"""Rounds of receive → propagate → schedule → send within one schedule of a scope.
+
+Looping lets one step carry work through several rounds on one worker (lower latency); the
+bound keeps a circulating loop from starving other workers and the event loop."""
+
+
+@dataclass(slots=True)
+class _Child:
+    """Bookkeeping of one operator inside a scope."""
+
+    operator: Operate
+    shared: SharedProgress
+    local: bool
+    interest: Interest
+    inputs: list[int]
+    """Tracker index of each input port."""
+    sources: list[int]
+    """Tracker index of each output port."""
+    targets: list[list[int]]
+    """Per output port, the tracker indexes of the input ports its edges lead to."""
+    held: int
+    """Capabilities this worker's copy holds (decides ``IF_CAPABILITY`` interest)."""
+    alive: bool = True
+
+
+@dataclass(slots=True)
+class _Edge:
+    source: Source
+    target: Target
+
+
+class SubgraphBuilder:
+    """A scope under construction: operators are added, then :meth:`build` runs it.
+
+    Children are numbered from 1 in the order their indexes are reserved; 0 is the boundary.
+    """
+
+    def __init__(
+        self,
+        worker: Worker,
+        path: tuple[int, ...],
+        domain: TimeDomain,
+        refinement: Refinement,
+        activate_self: Callable[[], None],
+        name: str = "Subgraph",
+    ) -> None:
+        self.worker = worker
+        self.path = path
+        self.domain = domain
+        self.refinement = refinement
+        self.name = name
+        self._activate_self = activate_self
+        self._children: list[Operate | SubgraphBuilder | None] = [None]
+        self._edges: list[_Edge] = []
+        self._input_tees: list[Tee] = []
+        """Per scope input: the pushers of inner edges leaving ``Source(0, p)``."""
+        self._output_tees: list[Tee] = []
+        """Per scope output: the pushers of the parent's edges leaving the scope."""
+        self._input_counts: list[ChangeBatch[Hashable]] = []
+        self.subgraph: Subgraph | None = None
+        # Activations that arrive before ``build`` (records pushed at construction time)
+        # are remembered here and replayed.
+        self._early: set[int] = set()
+
+    # ------------------------------------------------------------------ construction
+
+    def reserve(self) -> int:
+        """Reserve the next child index (a nested scope reserves its own at creation)."""
+        self._children.append(None)
+        return len(self._children) - 1
+
+    def place(self, index: int, operator: Operate | SubgraphBuilder) -> None:
+        """Install the operator for a reserved index."""
+        if self._children[index] is not None:
+            raise RuntimeError(f"child {index} of {self.name} is already placed")
+        self._children[index] = operator
+
+    def add_edge(self, source: Source, target: Target) -> None:
+        """Record an edge for progress tracking (the data path is wired separately)."""
+        self._edges.append(_Edge(source, target))
+
+    def activator(self, child: int) -> Callable[[], None]:
+        """A function that schedules ``child`` on this worker at the next opportunity."""
+
+        def activate() -> None:
+            subgraph = self.subgraph
+            if subgraph is None:
+                self._early.add(child)
+            else:
+                subgraph.activate_child(child)
+
+        return activate
+
+    def connect(self, source: Source, tee: Tee, target: Target) -> Mailbox[Message]:
+        """Wire a pipeline edge ``source -> target`` on this worker; return its mailbox."""
+        channel = self.worker.allocate_channel()
+        mailbox: Mailbox[Message] = self.worker.fabric.mailbox(channel, self.worker.index)  # type: ignore[assignment]
+        mailbox.attach(self.activator(target.node))
+        tee.pushers.append(PipelinePusher(mailbox))
+        self.add_edge(source, target)
+        return mailbox
+
+    def connect_exchange(
+        self, source: Source, target: Target
+    ) -> tuple[int, Mailbox[Message], list[Mailbox[Message]]]:
+        """Allocate an exchange channel for ``source -> target``.
+
+        Returns the channel id, this worker's mailbox (activating the consumer) and every
+        worker's mailbox (for the sender's pusher).
+        """
+        channel = self.worker.allocate_channel()
+        boxes: list[Mailbox[Message]] = self.worker.fabric.mailboxes(channel)  # type: ignore[assignment]
+        mine = boxes[self.worker.index]
+        mine.attach(self.activator(target.node))
+        self.add_edge(source, target)
+        return channel, mine, boxes
+
+    def new_input(self, outer_tee: Tee, parent: SubgraphBuilder, index_in_parent: int) -> int:
+        """Open a scope input fed by ``outer_tee`` in the parent; return its port number.
+
+        Records cross by pipeline (they stay on their worker) and are re-timed to inner
+        times; the scope counts them so it can report them consumed.
+        """
+        port = len(self._input_tees)
+        inner = Tee()
+        counts: ChangeBatch[Hashable] = ChangeBatch()
+        self._input_tees.append(inner)
+        self._input_counts.append(counts)
+        activate = parent.activator(index_in_parent)
+
+        def count(time: Hashable, n: int) -> None:
+            counts.update(time, n)
+            activate()
+
+        outer_tee.pushers.append(RetimingPusher(self.refinement.to_inner, inner, count))
+        return port
+
+    def input_tee(self, port: int) -> Tee:
+        """The tee inner operators attach to in order to read scope input ``port``."""
+        return self._input_tees[port]
+
+    def new_output(self) -> tuple[int, Tee]:
+        """Open a scope output; return its port and the parent-side tee it feeds."""
+        port = len(self._output_tees)
+        tee = Tee()
+        self._output_tees.append(tee)
+        return port, tee
+
+    def egress(self, port: int) -> RetimingPusher:
+        """The pusher inner edges into ``Target(0, port)`` use: re-times to the outside."""
+        return RetimingPusher(self.refinement.to_outer, self._output_tees[port])
+
+    @property
+    def inputs(self) -> int:
+        """The number of scope inputs opened so far."""
+        return len(self._input_tees)
+
+    @property
+    def outputs(self) -> int:
+        """The number of scope outputs opened so far."""
+        return len(self._output_tees)
+
+    # ------------------------------------------------------------------ build
+
+    def build(self) -> Subgraph:
+        """Finish the scope (and every scope nested in it) and return it as an operator."""
+        children: list[Operate | None] = [None]
+        for index, child in enumerate(self._children[1:], start=1):
+            if child is None:
+                raise RuntimeError(f"child {index} of {self.name} was reserved but never placed")
+            children.append(child.build() if isinstance(child, SubgraphBuilder) else child)
+        subgraph = Subgraph(self, children)
+        self.subgraph = subgraph
+        for early in sorted(self._early):
+            subgraph.activate_child(early)
+        self._early.clear()
+        return subgraph
+
+
+class Subgraph:
+    """A running scope; an :class:`Operate` to its parent (see the module docstring)."""
+
+    interest = Interest.ALWAYS
+
+    def __init__(self, builder: SubgraphBuilder, children: list[Operate | None]) -> None:
+        self.name = builder.name
+        self.path = builder.path
+        self.inputs = builder.inputs
+        self.outputs = builder.outputs
+        self._worker = builder.worker
+        self._peers = builder.worker.peers
+        self._domain = builder.domain
+        self._refinement = builder.refinement
+        self._activate_self = builder._activate_self
+        self._input_counts = builder._input_counts
+        self._shared = SharedProgress.for_ports(self.inputs, self.outputs)
+        self.external_summary: Connectivity = [{} for _ in range(self.outputs)]
+
+        reach = Builder(identity=self._domain.identity)
+        reach.add_node(0, inputs=self.outputs, outputs=self.inputs)
+        initial: list[tuple[Source, Hashable, int]] = []
+        shared_of: list[SharedProgress | None] = [None]
+        for index, operator in enumerate(children[1:], start=1):
+            assert operator is not None
+            connectivity, shared = operator.initialize()
+            reach.add_node(index, operator.inputs, operator.outputs, connectivity)
+            shared_of.append(shared)
+            for port, batch in enumerate(shared.internals):
+                initial.extend((Source(index, port), t, d) for t, d in batch.drain())
+        edges = builder._edges
+        for edge in edges:
+            reach.add_edge(edge.source, edge.target)
+        self.tracker, summary = reach.build()
+        self._reach = reach
+        refine = self._refinement.summarize
+        self.internal_summary: Connectivity = [
+            {o: Antichain(refine(s) for s in summaries) for o, summaries in row.items()}
+            for row in summary
+        ]
+
+        index_of = self.tracker.index_of
+        targets_of: dict[Source, list[int]] = {}
+        for edge in edges:
+            targets_of.setdefault(edge.source, []).append(index_of(edge.target))
+        self._children: list[_Child | None] = [None]
+        for index, operator in enumerate(children[1:], start=1):
+            assert operator is not None
+            child_shared = shared_of[index]
+            assert child_shared is not None
+            self._children.append(
+                _Child(
+                    operator=operator,
+                    shared=child_shared,
+                    local=operator.local,
+                    interest=operator.interest,
+                    inputs=[index_of(Target(index, i)) for i in range(operator.inputs)],
+                    sources=[index_of(Source(index, o)) for o in range(operator.outputs)],
+                    targets=[targets_of.get(Source(index, o), []) for o in range(operator.outputs)],
+                    held=operator.outputs if operator.local else 0,
+                )
+            )
+        self._scope_input_of: dict[int, int] = {
+            index_of(Source(0, p)): p for p in range(self.inputs)
+        }
+        self._scope_output_of: dict[int, int] = {
+            index_of(Target(0, o)): o for o in range(self.outputs)
+        }
+        self._input_targets: list[list[int]] = [
+            targets_of.get(Source(0, p), []) for p in range(self.inputs)
+        ]
+        self._external_summaries(children)
+
+        # Initial capabilities: every worker assumes every worker's operators start with
+        # one per output; these counts are applied locally and never broadcast.
+        self.tracker.update_iter(initial)
+        self._output_capabilities: list[MutableAntichain[Hashable]] = [
+            MutableAntichain() for _ in range(self.outputs)
+        ]
+        self._progress_channel = self._worker.allocate_channel()
+        self._progress: Mailbox[tuple[int, list[Update]]] = self._worker.fabric.mailbox(  # type: ignore[assignment]
+            self._progress_channel, self._worker.index
+        )
+        self._progress.attach(self._activate_self)
+        self._local: dict[tuple[int, Hashable], int] = {}
+        self._pending: list[int] = []
+        self._pending_set: set[int] = set()
+        self._running = False
+        self._alive = len(children) - 1
+        self._sequence = 0
+        self._propagate()
+        # Every child runs once at startup, to drop or downgrade its initial capabilities.
+        for index in range(1, len(children)):
+            self.activate_child(index)
+
+    def _external_summaries(self, children: list[Operate | None]) -> None:
+        """Tell each child the paths from its outputs back to its inputs within this scope.
+
+        Paths through node 0 (out of this scope and back in) would need the parent's view
+        too; they are left out, which makes the summaries larger (more conservative) only.
+        """
+        nodes = self._reach.nodes()
+        edges = self._reach.edges()
+        forward: dict[object, list[tuple[object, Hashable | None]]] = {}
+        for target, source, summary in nodes:
+            forward.setdefault(target, []).append((source, summary))
+        for source, target in edges:
+            forward.setdefault(source, []).append((target, None))
+        for index, operator in enumerate(children[1:], start=1):
+            assert operator is not None
+            paths: Connectivity = [{} for _ in range(operator.outputs)]
+            for out in range(operator.outputs):
+                best: dict[int, Antichain[Hashable]] = {}
+                pending: list[tuple[object, Hashable]] = [
+                    (Source(index, out), self._domain.identity)
+                ]
+                seen: dict[object, Antichain[Hashable]] = {}
+                while pending:
+                    here, acc = pending.pop()
+                    if isinstance(here, Target) and here.node == index:
+                        best.setdefault(here.port, Antichain()).insert(acc)
+                        continue
+                    if not seen.setdefault(here, Antichain()).insert(acc):
+                        continue
+                    for there, step in forward.get(here, []):
+                        moved = acc if step is None else followed_by(acc, step)
+                        if moved is not None:
+                            pending.append((there, moved))
+                paths[out] = best
+            operator.set_external_summary(paths)
+
+    # ------------------------------------------------------------------ Operate
+
+    @property
+    def local(self) -> bool:
+        """A scope reports global totals: its parent must not broadcast them again."""
+        return False
+
+    def initialize(self) -> tuple[Connectivity, SharedProgress]:
+        """The internal summary, and the initial capabilities projected to the outputs."""
+        self._report_outputs()
+        return self.internal_summary, self._shared
+
+    def set_external_summary(self, summary: Connectivity) -> None:
+        """Remember the parent's paths from this scope's outputs back to its inputs."""
+        self.external_summary = summary
+
+    def schedule(self) -> bool:
+        """Run rounds of receive, propagate, schedule children and send, until quiet."""
+        self._running = True
+        try:
+            self._accept_frontier()
+            self._harvest_inputs()
+            for _ in range(_MAX_PASSES):
+                received = self._receive()
+                self._propagate()
+                if not self._pending and not received:
+                    break
+                self._schedule_children()
+                sent = self._send()
+                if not self._pending and not sent and not self._progress.queue:
+                    break
+        finally:
+            self._running = False
+        if self._pending or self._progress.queue or self._local:
+            self._activate_self()
+        return self._alive > 0 or self.tracker.tracking_anything()
+
+    # ------------------------------------------------------------------ activation
+
+    def activate_child(self, index: int) -> None:
+        """Schedule child ``index`` in this scope's next pass (and this scope in its parent)."""
+        if index not in self._pending_set:
+            self._pending_set.add(index)
+            heapq.heappush(self._pending, index)
+        if not self._running:
+            self._activate_self()
+
+    # ------------------------------------------------------------------ the rounds
+
+    def _accept_frontier(self) -> None:
+        """The parent's frontier at the scope inputs becomes pointstamps at node 0's sources."""
+        to_inner = self._refinement.to_inner
+        tracker = self.tracker
+        for port, batch in enumerate(self._shared.frontiers):
+            if batch:
+                source = Source(0, port)
+                for time, diff in batch.drain():
+                    tracker.update_source(source, to_inner(time), diff)
+
+    def _harvest_inputs(self) -> None:
+        """Records that entered: in flight to inner targets, and consumed from the parent."""
+        local = self._local
+        for port, counts in enumerate(self._input_counts):
+            if not counts:
+                continue
+            marker = self.tracker.index_of(Source(0, port))
+            for time, n in counts.drain():
+                for target in self._input_targets[port]:
+                    key = (target, time)
+                    local[key] = local.get(key, 0) + n
+                key = (marker, time)
+                local[key] = local.get(key, 0) - n
+
+    def _receive(self) -> bool:
+        """Apply every progress batch that has arrived, from every worker."""
+        queue = self._progress.queue
+        if not queue:
+            return False
+        while queue:
+            _sender, updates = queue.popleft()
+            self._apply(updates)
+        return True
+
+    def _apply(self, updates: list[Update]) -> None:
+        """Apply pointstamp changes; node-0 entries become reports to the parent."""
+        update_at = self.tracker.update_at
+        scope_input = self._scope_input_of
+        scope_output = self._scope_output_of
+        to_outer = self._refinement.to_outer
+        for (index, time), diff in updates:
+            port = scope_input.get(index)
+            if port is not None:
+                self._shared.consumeds[port].update(to_outer(time), -diff)
+                continue
+            port = scope_output.get(index)
+            if port is not None:
+                self._shared.produceds[port].update(to_outer(time), diff)
+                continue
+            update_at(index, time, diff)
+
+    def _propagate(self) -> None:
+        """Propagate the tracker; deliver frontier changes to children and to the parent."""
+        tracker = self.tracker
+        tracker.propagate_all()
+        children = self._children
+        for location, time, diff in tracker.drain_pushed():
+            node = location.node
+            if node == 0 or not isinstance(location, Target):
+                continue
+            child = children[node]
+            if child is None or not child.alive:
+                continue
+            child.shared.frontiers[location.port].update(time, diff)
+            interest = child.interest
+            if (
+                interest is Interest.ALWAYS
+                or (interest is Interest.IF_CAPABILITY and child.held > 0)
+                or (diff < 0 and tracker.frontier_is_empty(child.inputs[location.port]))
+            ):
+                # The last case wakes any child whose input just closed, so it can finish.
+                self.activate_child(node)
+        self._report_outputs()
+
+    def _report_outputs(self) -> None:
+        """Inner capabilities projected to the outputs: the scope's own, for its parent."""
+        to_outer = self._refinement.to_outer
+        for port, changes in enumerate(self.tracker.drain_outputs()):
+            if changes:
+                capabilities = self._output_capabilities[port]
+                outer = [(to_outer(t), d) for t, d in changes]
+                self._shared.internals[port].extend(capabilities.update_iter(outer))
+
+    def _schedule_children(self) -> None:
+        """Schedule activated children in increasing index order, each at most once.
+
+        A child activated by an earlier one in this pass runs in this pass when its index is
+        higher (data flows forward in construction order); otherwise in the next pass.
+        """
+        pending = self._pending
+        pending_set = self._pending_set
+        children = self._children
+        later: list[int] = []
+        last = 0
+        while pending:
+            index = heapq.heappop(pending)
+            pending_set.discard(index)
+            if index <= last:
+                later.append(index)
+                continue
+            last = index
+            child = children[index]
+            if child is None or not child.alive:
+                continue
+            incomplete = child.operator.schedule()
+            self._pull(index, child)
+            if not incomplete and child.held <= 0 and self._inputs_closed(child):
+                child.alive = False
+                self._alive -= 1
+        for index in later:
+            if index not in pending_set:
+                pending_set.add(index)
+                heapq.heappush(pending, index)
+
+    def _inputs_closed(self, child: _Child) -> bool:
+        is_empty = self.tracker.frontier_is_empty
+        return all(is_empty(i) for i in child.inputs)
+
+    def _pull(self, index: int, child: _Child) -> None:
+        """Take the child's consumed, internal and produced counts, together."""
+        shared = child.shared
+        updates: dict[tuple[int, Hashable], int]
+        updates = self._local if child.local else {}
+        for port, batch in enumerate(shared.consumeds):
+            if batch:
+                target = child.inputs[port]
+                for time, n in batch.drain():
+                    key = (target, time)
+                    updates[key] = updates.get(key, 0) - n
+        for port, batch in enumerate(shared.internals):
+            if batch:
+                source = child.sources[port]
+                for time, diff in batch.drain():
+                    if child.local:
+                        child.held += diff
+                    key = (source, time)
+                    updates[key] = updates.get(key, 0) + diff
+        for port, batch in enumerate(shared.produceds):
+            if batch:
+                targets = child.targets[port]
+                for time, n in batch.drain():
+                    for target in targets:
+                        key = (target, time)
+                        updates[key] = updates.get(key, 0) + n
+        if not child.local and updates:
+            # A nested scope's numbers are global already: apply them here, unbroadcast.
+            self._apply([(k, d) for k, d in updates.items() if d])
+
+    def _send(self) -> bool:
+        """Broadcast this worker's batch of local progress (if any) to every worker."""
+        local = self._local
+        if not local:
+            return False
+        self._local = {}
+        batch = [(k, d) for k, d in local.items() if d]
+        if not batch:
+            return False
+        self._worker.fabric.broadcast(self._progress_channel, self._worker.index, batch)
+        return True
+
+    # ------------------------------------------------------------------ inspection
+
+    def frontier(self, location: Source | Target) -> Antichain[Hashable]:
+        """The current frontier at a location of this scope (as this worker sees it)."""
+        return self.tracker.frontier(location)
+
+    def complete(self) -> bool:
+        """Whether every child has finished and nothing is in flight or held."""
+        return self._alive == 0 and not self.tracker.tracking_anything()

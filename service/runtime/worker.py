@@ -1,0 +1,161 @@
+"""Workers: one copy of every dataflow each, run as coroutines on one event loop.
+
+``execute(fn, workers=N)`` runs ``fn(worker)`` once per worker. A worker schedules only the
+operators that were activated (records arrived, a frontier they care about moved, or they
+asked to run again), and when nothing is active it awaits new activity rather than spinning.
+When ``fn`` returns, the worker closes the inputs it still has open and keeps stepping until
+its dataflows complete; ``execute`` then returns every worker's result, in worker order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import uvloop
+
+from service.runtime.fabric import Fabric
+from service.runtime.scope import Scope
+from service.runtime.subgraph import Subgraph, SubgraphBuilder
+from service.runtime.time_domain import INTEGERS, Refinement
+
+R = TypeVar("R")
+
+_scope_type: type[Scope] = Scope
+
+
+def register_scope_type(scope_type: type[Scope]) -> None:
+    """Make ``worker.dataflow`` hand ``build`` an instance of ``scope_type``.
+
+    The operator layer registers its scope (with the stream-building methods) on import, so
+    that the engine below it never imports it.
+    """
+    global _scope_type
+    _scope_type = scope_type
+
+
+class Worker:
+    """One worker: its index among ``peers``, its dataflows, and its scheduling loop."""
+
+    def __init__(self, index: int, peers: int, fabric: Fabric) -> None:
+        self.index = index
+        self.peers = peers
+        self.fabric = fabric
+        self._dataflows: dict[int, Subgraph] = {}
+        self._active: set[int] = set()
+        self._wake = asyncio.Event()
+        self._next_channel = 0
+        self._next_dataflow = 0
+        self._on_finish: list[Callable[[], None]] = []
+
+    def allocate_channel(self) -> int:
+        """The next channel id; the same sequence on every worker."""
+        channel = self._next_channel
+        self._next_channel += 1
+        return channel
+
+    def dataflow(self, build: Callable[[Any], R]) -> R:
+        """Build a dataflow: call ``build(scope)`` on a new root scope and return its result.
+
+        Every worker must build the same dataflows in the same order.
+        """
+        index = self._next_dataflow
+        self._next_dataflow += 1
+        builder = SubgraphBuilder(
+            self,
+            (index,),
+            INTEGERS,
+            Refinement(),
+            lambda: self._activate(index),
+            name=f"Dataflow{index}",
+        )
+        result = build(_scope_type(builder))
+        subgraph = builder.build()
+        subgraph.initialize()
+        self._dataflows[index] = subgraph
+        self._activate(index)
+        return result
+
+    def on_finish(self, callback: Callable[[], None]) -> None:
+        """Run ``callback`` when this worker's ``fn`` returns (used to close open inputs)."""
+        self._on_finish.append(callback)
+
+    def has_dataflows(self) -> bool:
+        """Whether some dataflow on this worker is not yet complete."""
+        return bool(self._dataflows)
+
+    def _activate(self, dataflow: int) -> None:
+        self._active.add(dataflow)
+        self._wake.set()
+
+    def step_nowait(self) -> bool:
+        """Schedule every activated dataflow once; return whether there was anything to do."""
+        active = self._active
+        if not active:
+            return False
+        self._active = set()
+        for index in sorted(active):
+            subgraph = self._dataflows.get(index)
+            if subgraph is not None and not subgraph.schedule():
+                del self._dataflows[index]
+        return True
+
+    async def step(self) -> None:
+        """Do one round of work, or wait for some to arrive if there is none.
+
+        After a round it yields to the event loop once, so other workers (and whatever else
+        shares the loop) run between rounds. With no dataflows left it returns at once.
+        """
+        if self.step_nowait():
+            await asyncio.sleep(0)
+            return
+        if not self._dataflows:
+            return
+        self._wake.clear()
+        if not self._active:
+            await self._wake.wait()
+        self.step_nowait()
+
+    async def step_while(self, predicate: Callable[[], bool]) -> None:
+        """Step until ``predicate()`` is false (checked before each step)."""
+        while predicate():
+            await self.step()
+
+    async def _finish(self) -> None:
+        callbacks, self._on_finish = self._on_finish, []
+        for callback in callbacks:
+            callback()
+        while self._dataflows:
+            await self.step()
+
+
+async def execute(fn: Callable[[Worker], Awaitable[R]], workers: int = 1) -> list[R]:
+    """Run ``fn(worker)`` on ``workers`` workers on the running loop; return the results.
+
+    An exception raised by any worker (or by an operator it schedules) ends ``execute`` with
+    that exception, after every other worker's task has been cancelled and awaited.
+    """
+    fabric = Fabric(workers)
+    all_workers = [Worker(i, workers, fabric) for i in range(workers)]
+
+    async def run_one(worker: Worker) -> R:
+        result = await fn(worker)
+        await worker._finish()
+        return result
+
+    try:
+        async with asyncio.TaskGroup() as group:
+            tasks = [group.create_task(run_one(w), name=f"worker-{w.index}") for w in all_workers]
+    except BaseExceptionGroup as failure:
+        # One failing worker cancels the others; report the failure itself, not a group.
+        first = failure.exceptions[0]
+        while isinstance(first, BaseExceptionGroup):
+            first = first.exceptions[0]
+        raise first from None
+    return [task.result() for task in tasks]
+
+
+def run(fn: Callable[[Worker], Awaitable[R]], workers: int = 1) -> list[R]:
+    """Blocking entry point: run :func:`execute` on a fresh uvloop event loop."""
+    return uvloop.run(execute(fn, workers))

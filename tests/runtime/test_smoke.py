@@ -1,0 +1,120 @@
+"""First end-to-end checks of the engine: pipelines, exchange and a loop, 1 and 3 workers."""
+
+from collections.abc import Hashable
+from typing import Any
+
+import pytest
+
+import operators  # noqa: F401  (registers the stream-building scope)
+from service.progress import Product
+from service.runtime import Worker, execute
+
+
+@pytest.mark.parametrize("workers", [1, 3])
+async def test_map_filter_aggregate_per_time(workers: int) -> None:
+    async def work(worker: Worker) -> list[Any]:
+        out: list[Any] = []
+
+        def build(scope: Any) -> Any:
+            handle, stream = scope.new_input()
+            counted = (
+                stream.map(lambda x: x * 2)
+                .filter(lambda x: x % 3 == 0)
+                .aggregate(lambda x: x % 4, lambda acc, _r: acc + 1, lambda k, a: (k, a), int)
+                .inspect_batch(lambda t, r: out.append((t, sorted(r))))
+            )
+            return handle, counted.probe()
+
+        handle, probe = worker.dataflow(build)
+        for t in range(3):
+            if worker.index == 0:
+                handle.send_batch(range(t * 10, t * 10 + 10))
+            handle.advance_to(t + 1)
+            await worker.step_while(lambda: probe.less_than(handle.time))
+            out.append(("passed", t, sorted(probe.frontier())))
+        handle.close()
+        return out
+
+    results = await execute(work, workers=workers)
+    emitted_by_time: dict[Any, list[Any]] = {}
+    for result in results:
+        for event in result:
+            if event[0] != "passed":
+                emitted_by_time.setdefault(event[0], []).extend(event[1])
+    # With several workers each key is counted on one worker: merge the workers' outputs.
+    emitted = sorted((t, sorted(pairs)) for t, pairs in emitted_by_time.items())
+    # time 0: 0, 6, 12, 18 -> mod 4: 0, 2, 0, 2; time 1: 24, 30, 36 -> 0, 2, 0;
+    # time 2: 42, 48, 54 -> 2, 0, 2.
+    assert emitted == [(0, [(0, 2), (2, 2)]), (1, [(0, 2), (2, 1)]), (2, [(0, 1), (2, 2)])]
+    for result in results:
+        assert [e for e in result if e[0] == "passed"] == [
+            ("passed", 0, [1]),
+            ("passed", 1, [2]),
+            ("passed", 2, [3]),
+        ]
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+async def test_loop_in_iterative_scope(workers: int) -> None:
+    async def work(worker: Worker) -> tuple[list[Any], list[Hashable]]:
+        seen: list[Any] = []
+
+        def build(scope: Any) -> Any:
+            handle, stream = scope.new_input()
+            inner = scope.iterative()
+            loop_handle, loop = inner.feedback(Product(0, 1))
+            body = (
+                stream.enter(inner)
+                .concat(loop)
+                .map(lambda x: x + 1)
+                .inspect_batch(lambda t, r: seen.append((tuple(t), sorted(r))))
+            )
+            body.filter(lambda x: x < 10).connect_loop(loop_handle)
+            done = body.filter(lambda x: x >= 10).leave()
+            done = done.inspect_batch(lambda t, r: seen.append(("out", t, sorted(r))))
+            return handle, done.probe()
+
+        handle, probe = worker.dataflow(build)
+        if worker.index == 0:
+            handle.send_batch([7, 3])
+        handle.advance_to(1)
+        await worker.step_while(lambda: probe.less_than(1))
+        frontier = sorted(probe.frontier())
+        handle.close()
+        return seen, frontier
+
+    results = await execute(work, workers=workers)
+    seen = results[0][0]
+    assert seen == [
+        ((0, 0), [4, 8]),
+        ((0, 1), [5, 9]),
+        ((0, 2), [6, 10]),
+        ((0, 3), [7]),
+        ((0, 4), [8]),
+        ((0, 5), [9]),
+        ((0, 6), [10]),
+        ("out", 0, [10]),
+        ("out", 0, [10]),
+    ]
+    assert all(frontier == [1] for _, frontier in results)
+
+
+async def test_operator_exception_ends_execute() -> None:
+    class Boom(Exception):
+        pass
+
+    def explode(_x: object) -> object:
+        raise Boom("bad record")
+
+    async def work(worker: Worker) -> None:
+        def build(scope: Any) -> Any:
+            handle, stream = scope.new_input()
+            return handle, stream.map(explode).probe()
+
+        handle, probe = worker.dataflow(build)
+        handle.send(1)
+        handle.advance_to(1)
+        await worker.step_while(lambda: probe.less_than(1))
+
+    with pytest.raises(Boom, match="bad record"):
+        await execute(work, workers=2)
