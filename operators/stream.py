@@ -6,13 +6,16 @@ stream(s) it produces.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from service.progress import Source
 from service.runtime import Scope, Tee
 
 if TYPE_CHECKING:
+    from operators.capability import Capability
+    from operators.core import OperatorCore
+    from operators.generic import BinaryLogic, NotifyLogic, UnaryLogic
     from operators.probe import ProbeHandle
 
 
@@ -113,6 +116,53 @@ class Stream:
         from operators.aggregate import aggregate
 
         return aggregate(self, key, fold, emit, init)
+
+    def unary(
+        self,
+        constructor: Callable[[Capability, OperatorCore], UnaryLogic],
+        name: str = "Unary",
+        exchange: Callable[[Any], object] | None = None,
+    ) -> Stream:
+        """A custom operator: ``constructor(capability, info)`` returns ``logic(input, output)``."""
+        from operators.generic import unary
+
+        return unary(self, constructor, name, exchange)
+
+    def unary_frontier(
+        self,
+        constructor: Callable[[Capability, OperatorCore], UnaryLogic],
+        name: str = "UnaryFrontier",
+        exchange: Callable[[Any], object] | None = None,
+    ) -> Stream:
+        """Like :meth:`unary`, and also scheduled when the input frontier changes."""
+        from operators.generic import unary_frontier
+
+        return unary_frontier(self, constructor, name, exchange)
+
+    def binary_frontier(
+        self,
+        other: Stream,
+        constructor: Callable[[Capability, OperatorCore], BinaryLogic],
+        name: str = "BinaryFrontier",
+        exchange_left: Callable[[Any], object] | None = None,
+        exchange_right: Callable[[Any], object] | None = None,
+    ) -> Stream:
+        """A custom two-input operator; ``logic(input1, input2, output)``."""
+        from operators.generic import binary_frontier
+
+        return binary_frontier(self, other, constructor, name, exchange_left, exchange_right)
+
+    def unary_notify(
+        self,
+        logic: NotifyLogic,
+        name: str = "UnaryNotify",
+        exchange: Callable[[Any], object] | None = None,
+        notify: Iterable[Hashable] = (),
+    ) -> Stream:
+        """A custom operator with a notificator: ``logic(input, output, notificator)``."""
+        from operators.generic import unary_notify
+
+        return unary_notify(self, logic, name, exchange, notify)
 
     def __repr__(self) -> str:
         return f"Stream({self.source!r})"

@@ -130,13 +130,20 @@ class Worker:
             await self.step()
 
 
-async def execute(fn: Callable[[Worker], Awaitable[R]], workers: int = 1) -> list[R]:
+async def execute(
+    fn: Callable[[Worker], Awaitable[R]], workers: int = 1, fabric: Fabric | None = None
+) -> list[R]:
     """Run ``fn(worker)`` on ``workers`` workers on the running loop; return the results.
 
     An exception raised by any worker (or by an operator it schedules) ends ``execute`` with
     that exception, after every other worker's task has been cancelled and awaited.
+    ``fabric`` replaces the in-process communication (tests use one that delivers progress
+    late and interleaved); its ``peers`` must equal ``workers``.
     """
-    fabric = Fabric(workers)
+    if fabric is None:
+        fabric = Fabric(workers)
+    elif fabric.peers != workers:
+        raise ValueError(f"the fabric connects {fabric.peers} workers, not {workers}")
     all_workers = [Worker(i, workers, fabric) for i in range(workers)]
 
     async def run_one(worker: Worker) -> R:

@@ -1,0 +1,104 @@
+"""Generic operators whose logic the user writes: ``unary`` and its relatives.
+
+``unary_frontier`` and ``binary_frontier`` are also scheduled on frontier changes, and
+``unary_notify`` comes with a notificator.
+
+The constructor receives the operator's initial capability (at the scope's minimum; drop it
+if unused) and returns the logic, called each time the operator is scheduled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Iterable
+from typing import Any
+
+from operators.capability import Capability
+from operators.core import OperatorBuilder, OperatorCore
+from operators.notificator import Notificator
+from operators.ports import InputPort, OutputPort
+from operators.stream import Stream
+from service.runtime import Interest
+
+UnaryLogic = Callable[[InputPort, OutputPort], object]
+BinaryLogic = Callable[[InputPort, InputPort, OutputPort], object]
+NotifyLogic = Callable[[InputPort, OutputPort, Notificator], object]
+
+
+def unary(
+    stream: Stream,
+    constructor: Callable[[Capability, OperatorCore], UnaryLogic],
+    name: str = "Unary",
+    exchange: Callable[[Any], object] | None = None,
+    interest: Interest = Interest.NEVER,
+) -> Stream:
+    """One input, one output, user logic ``logic(input, output)``."""
+    builder = OperatorBuilder(stream.scope, name)
+    input = builder.new_input(stream, exchange=exchange)
+    output, result = builder.new_output()
+
+    def build(capabilities: list[Capability]) -> Callable[[], object]:
+        logic = constructor(capabilities[0], builder.core)
+        return lambda: logic(input, output)
+
+    builder.build(build, interest)
+    return result
+
+
+def unary_frontier(
+    stream: Stream,
+    constructor: Callable[[Capability, OperatorCore], UnaryLogic],
+    name: str = "UnaryFrontier",
+    exchange: Callable[[Any], object] | None = None,
+) -> Stream:
+    """Like :func:`unary`, also scheduled whenever ``input.frontier`` changes."""
+    return unary(stream, constructor, name, exchange, Interest.ALWAYS)
+
+
+def binary_frontier(
+    left: Stream,
+    right: Stream,
+    constructor: Callable[[Capability, OperatorCore], BinaryLogic],
+    name: str = "BinaryFrontier",
+    exchange_left: Callable[[Any], object] | None = None,
+    exchange_right: Callable[[Any], object] | None = None,
+) -> Stream:
+    """Two inputs, one output, ``logic(input1, input2, output)``, frontier-aware."""
+    builder = OperatorBuilder(left.scope, name)
+    first = builder.new_input(left, exchange=exchange_left)
+    second = builder.new_input(right, exchange=exchange_right)
+    output, result = builder.new_output()
+
+    def build(capabilities: list[Capability]) -> Callable[[], object]:
+        logic = constructor(capabilities[0], builder.core)
+        return lambda: logic(first, second, output)
+
+    builder.build(build, Interest.ALWAYS)
+    return result
+
+
+def unary_notify(
+    stream: Stream,
+    logic: NotifyLogic,
+    name: str = "UnaryNotify",
+    exchange: Callable[[Any], object] | None = None,
+    notify: Iterable[Hashable] = (),
+) -> Stream:
+    """One input, one output, ``logic(input, output, notificator)``.
+
+    ``notify`` lists times to be notified at from the start (each must be at least the
+    scope's minimum).
+    """
+    builder = OperatorBuilder(stream.scope, name)
+    input = builder.new_input(stream, exchange=exchange)
+    output, result = builder.new_output()
+    notificator = Notificator([input.frontier])
+
+    def build(capabilities: list[Capability]) -> Callable[[], object]:
+        initial = capabilities[0]
+        for time in notify:
+            notificator.notify_at(initial.delayed(time))
+        initial.drop()
+        return lambda: logic(input, output, notificator)
+
+    builder.build(build, Interest.ALWAYS)
+    return result
