@@ -71,6 +71,47 @@ class Stream:
 
         return concat([self, *others])
 
+    def broadcast(self) -> Stream:
+        """Every record to every worker."""
+        from operators.broadcast import broadcast
+
+        return broadcast(self)
+
+    def partition(self, parts: int, fn: Callable[[Any], tuple[int, Any]]) -> list[Stream]:
+        """Split into ``parts`` streams: ``fn(record)`` gives ``(part, value)``."""
+        from operators.partition import partition
+
+        return partition(self, parts, fn)
+
+    def branch(self, predicate: Callable[[Any], bool]) -> tuple[Stream, Stream]:
+        """Split by ``predicate``: ``(records where false, records where true)``."""
+        from operators.branch import branch
+
+        return branch(self, predicate)
+
+    def ok_err(self, fn: Callable[[Any], Any]) -> tuple[Stream, Stream]:
+        """Split by ``fn(record)``, an ``Ok(value)`` or an ``Err(error)``: ``(oks, errs)``."""
+        from operators.ok_err import ok_err
+
+        return ok_err(self, fn)
+
+    def delay(self, fn: Callable[[Any, Hashable], Hashable]) -> Stream:
+        """Move each record to the later time ``fn(record, time)``, sent once that is complete."""
+        from operators.delay import delay
+
+        return delay(self, fn)
+
+    def join(
+        self,
+        other: Stream,
+        key_left: Callable[[Any], Hashable],
+        key_right: Callable[[Any], Hashable],
+    ) -> Stream:
+        """Pairs ``(left, right)`` with equal keys at the same time (an equijoin per time)."""
+        from operators.join import join
+
+        return join(self, other, key_left, key_right)
+
     def probe(self) -> ProbeHandle:
         """Watch this stream's frontier: which times may still appear on it."""
         from operators.probe import probe
