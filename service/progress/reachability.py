@@ -26,8 +26,9 @@ Antichain([7])
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Mapping
+from typing import Any
 from dataclasses import dataclass
-from heapq import heapify, heappop, heappush
+from heapq import heappop, heappush
 
 from service.progress.antichain import Antichain, MutableAntichain
 from service.progress.change_batch import ChangeBatch
@@ -396,7 +397,27 @@ class Tracker:
         implications = self._implications
         successors = self._successors
         pushed = self._pushed
-        worklist: list[tuple[Hashable, int, int]] = []
+        # The worklist is ordered by time, then by location index (construction order, so
+        # upstream first): all changes at one location and time meet before it is processed,
+        # and opposite signs cancel instead of rippling. It is kept as a heap of distinct
+        # times, each with a heap of location indexes and their summed diffs, which is much
+        # cheaper in Python than one heap of (time, location, diff) tuples.
+        times: list[Any] = []  # times sort by the domain's total order
+        buckets: dict[Hashable, tuple[list[int], dict[int, int]]] = {}
+
+        def enqueue(time: Hashable, there: int, diff: int) -> None:
+            bucket = buckets.get(time)
+            if bucket is None:
+                buckets[time] = ([there], {there: diff})
+                heappush(times, time)
+                return
+            diffs = bucket[1]
+            if there in diffs:
+                diffs[there] += diff
+            else:
+                diffs[there] = diff
+                heappush(bucket[0], there)
+
         for (here, time), diff in pending.items():
             if not diff:
                 continue
@@ -413,40 +434,41 @@ class Tracker:
                 # cost two antichain updates and nothing else.
                 for implied, sign in implications[here].update(changed, delta):
                     pushed.append((here, implied, sign))
-                    self._forward(worklist, here, implied, sign)
-        if not worklist:
-            return
-        heapify(worklist)
-        while worklist:
-            time, here, diff = heappop(worklist)
-            # Merge every entry for the same (time, location): opposite signs cancel here.
-            while worklist and worklist[0][1] == here and worklist[0][0] == time:
-                diff += heappop(worklist)[2]
-            if not diff:
-                continue
-            for changed, delta in implications[here].update(time, diff):
-                pushed.append((here, changed, delta))
-                for there, steps in successors[here]:
-                    if steps is None:
-                        heappush(worklist, (changed, there, delta))
-                    else:
-                        for step in steps:
-                            moved = results_in(step, changed)
-                            if moved is not None:
-                                heappush(worklist, (moved, there, delta))
-
-    def _forward(
-        self, worklist: list[tuple[Hashable, int, int]], here: int, time: Hashable, diff: int
-    ) -> None:
-        """Queue a frontier change at ``here`` for every location it leads to."""
-        for there, steps in self._successors[here]:
-            if steps is None:
-                worklist.append((time, there, diff))
-            else:
-                for step in steps:
-                    moved = results_in(step, time)
-                    if moved is not None:
-                        worklist.append((moved, there, diff))
+                    for there, steps in successors[here]:
+                        if steps is None:
+                            enqueue(implied, there, sign)
+                        else:
+                            for step in steps:
+                                moved = results_in(step, implied)
+                                if moved is not None:
+                                    enqueue(moved, there, sign)
+        while times:
+            time = heappop(times)
+            order, diffs = buckets[time]
+            while order:
+                here = heappop(order)
+                diff = diffs.pop(here)
+                if not diff:
+                    continue
+                for changed, delta in implications[here].update(time, diff):
+                    pushed.append((here, changed, delta))
+                    for there, steps in successors[here]:
+                        if steps is None:
+                            if changed == time:
+                                # Same time: straight into the bucket being processed.
+                                if there in diffs:
+                                    diffs[there] += delta
+                                else:
+                                    diffs[there] = delta
+                                    heappush(order, there)
+                            else:
+                                enqueue(changed, there, delta)
+                        else:
+                            for step in steps:
+                                moved = results_in(step, changed)
+                                if moved is not None:
+                                    enqueue(moved, there, delta)
+            del buckets[time]
 
     def drain_pushed(self) -> list[tuple[Location, Hashable, int]]:
         """Frontier changes ``(location, time, ±1)`` since the last drain, consolidated."""
