@@ -26,9 +26,9 @@ Antichain([7])
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Mapping
-from typing import Any
 from dataclasses import dataclass
 from heapq import heappop, heappush
+from typing import Any
 
 from service.progress.antichain import Antichain, MutableAntichain
 from service.progress.change_batch import ChangeBatch
