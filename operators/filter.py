@@ -22,7 +22,7 @@ def filter_stream(stream: Stream, predicate: Callable[[Any], bool], name: str = 
 
         def logic() -> None:
             for time, records in input.batches():
-                output.forward(time, [r for r in records if predicate(r)])
+                output.forward(time, list(filter(predicate, records)))
 
         return logic
 

@@ -140,6 +140,12 @@ class Stream:
 
         return count(self)
 
+    def count_by(self, key: Callable[[Any], Hashable]) -> Stream:
+        """``(key, n)`` per key per time, emitted once the time is complete."""
+        from operators.aggregate import count_by
+
+        return count_by(self, key)
+
     def accumulate(self, init: Callable[[], Any], fold: Callable[[Any, list[Any]], Any]) -> Stream:
         """Fold each time's batches into one value, emitted once the time is complete."""
         from operators.aggregate import accumulate
