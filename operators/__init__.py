@@ -8,6 +8,7 @@ from operators.capability import Capability, CapabilityError, InputCapability
 from operators.core import OperatorBuilder, OperatorCore
 from operators.feedback import LoopHandle
 from operators.input import InputClosed, InputHandle
+from operators.ok_err import Err, Ok
 from operators.ports import InputPort, OutputPort, Session
 from operators.probe import ProbeHandle
 from operators.scope import Scope
@@ -16,11 +17,13 @@ from operators.stream import Stream
 __all__ = [
     "Capability",
     "CapabilityError",
+    "Err",
     "InputCapability",
     "InputClosed",
     "InputHandle",
     "InputPort",
     "LoopHandle",
+    "Ok",
     "OperatorBuilder",
     "OperatorCore",
     "OutputPort",

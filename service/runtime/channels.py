@@ -60,34 +60,47 @@ class PipelinePusher:
         self._mailbox.push((time, records))
 
 
+_MASK = 0xFFFF_FFFF_FFFF_FFFF
+
+
+def _digest(data: bytes) -> int:
+    return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little")
+
+
 def stable_hash(key: object) -> int:
     """A hash of ``key`` that is the same in every process and every run.
 
     Python's ``hash`` of strings and bytes is salted per process, so records would route
-    differently on different machines; this one is not. Integers map to themselves (so
-    ``key % peers`` spreads consecutive keys evenly), other keys through BLAKE2b.
+    differently on different machines; this one is not. Like ``hash``, it is equal for equal
+    keys (``1``, ``1.0`` and ``True``; ``0.0`` and ``-0.0``), so equal keys meet on one
+    worker. Integers in ``[0, 2**64)`` map to themselves (so ``key % peers`` spreads
+    consecutive keys evenly), other keys through BLAKE2b.
 
-    >>> stable_hash(7), stable_hash("a") == stable_hash("a"), stable_hash(-1) >= 0
-    (7, True, True)
+    >>> stable_hash(7), stable_hash(True), stable_hash(7.0), stable_hash("a") == stable_hash("a")
+    (7, 1, 7, True)
     """
     if type(key) is int:
-        return key if key >= 0 else key & 0xFFFF_FFFF_FFFF_FFFF
+        if 0 <= key <= _MASK:
+            return key
+        return _digest(key.to_bytes((key.bit_length() + 8) // 8, "little", signed=True))
+    if isinstance(key, bool):
+        return int(key)
     if isinstance(key, str):
-        data = key.encode()
-    elif isinstance(key, bytes):
-        data = key
-    elif isinstance(key, float):
-        data = struct.pack("<d", key)
-    elif isinstance(key, tuple):
-        data = b"".join(stable_hash(part).to_bytes(8, "little") for part in key)
-    elif key is None or isinstance(key, bool):
-        data = repr(key).encode()
-    else:
-        raise TypeError(
-            f"cannot route by a key of type {type(key).__name__}: use an int, str, bytes, "
-            "float, bool, None, or a tuple of these"
-        )
-    return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little")
+        return _digest(key.encode())
+    if isinstance(key, bytes):
+        return _digest(key)
+    if isinstance(key, float):
+        if key.is_integer():
+            return stable_hash(int(key))
+        return _digest(struct.pack("<d", key))
+    if isinstance(key, tuple):
+        return _digest(b"".join((stable_hash(part) & _MASK).to_bytes(8, "little") for part in key))
+    if key is None:
+        return _digest(b"None")
+    raise TypeError(
+        f"cannot route by a key of type {type(key).__name__}: use an int, str, bytes, "
+        "float, bool, None, or a tuple of these"
+    )
 
 
 class ExchangePusher:
@@ -110,7 +123,7 @@ class ExchangePusher:
         parts: list[list[Any]] = [[] for _ in range(peers)]
         for record in records:
             k = key(record)
-            if type(k) is int and k >= 0:
+            if type(k) is int and 0 <= k <= _MASK:
                 parts[k % peers].append(record)
             else:
                 parts[stable_hash(k) % peers].append(record)
