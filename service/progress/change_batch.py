@@ -57,7 +57,8 @@ class ChangeBatch(Generic[K]):
         return len(self._compact())
 
     def __bool__(self) -> bool:
-        return bool(self._compact())
+        # Hot: checked for every port after every schedule. No need to compact to answer.
+        return any(self._counts.values())
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, ChangeBatch):
@@ -71,7 +72,7 @@ class ChangeBatch(Generic[K]):
 
     def is_empty(self) -> bool:
         """Whether every item's total is zero."""
-        return not self._compact()
+        return not any(self._counts.values())
 
     def count_for(self, item: K) -> int:
         """The current total for ``item`` (zero if absent)."""

@@ -503,6 +503,10 @@ class Tracker:
         """The minimal times with positive count reported *at* ``location`` itself."""
         return self._pointstamps[self._index[location]].frontier()
 
+    def has_pending(self) -> bool:
+        """Whether some buffered count change awaits :meth:`propagate_all`."""
+        return any(self._pending.values())
+
     def tracking_anything(self) -> bool:
         """Whether any change is buffered or any pointstamp count is positive somewhere."""
         return self._total_counts > 0 or any(self._pending.values())

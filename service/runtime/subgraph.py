@@ -375,23 +375,27 @@ class Subgraph:
         self.external_summary = summary
 
     def schedule(self) -> bool:
-        """Run rounds of receive, propagate, schedule children and send, until quiet."""
+        """Run rounds of send, receive, propagate and schedule children, until quiet.
+
+        Each round first broadcasts what the previous one produced, so with one worker a
+        batch is back and applied in the next round of the same call. Updates a nested
+        scope reported land in the tracker directly and are propagated the same way.
+        """
         self._running = True
         try:
             self._accept_frontier()
             self._harvest_inputs()
             for _ in range(_MAX_PASSES):
-                received = self._receive()
+                self._send()
+                self._receive()
                 self._propagate()
-                if not self._pending and not received:
+                if not self._pending:
                     break
                 self._schedule_children()
-                sent = self._send()
-                if not self._pending and not sent and not self._progress.queue:
-                    break
+            self._send()
         finally:
             self._running = False
-        if self._pending or self._progress.queue or self._local:
+        if self._pending or self._progress.queue or self.tracker.has_pending():
             self._activate_self()
         return self._alive > 0 or self.tracker.tracking_anything()
 
@@ -431,15 +435,12 @@ class Subgraph:
                 key = (marker, time)
                 local[key] = local.get(key, 0) - n
 
-    def _receive(self) -> bool:
+    def _receive(self) -> None:
         """Apply every progress batch that has arrived, from every worker."""
         queue = self._progress.queue
-        if not queue:
-            return False
         while queue:
             _sender, updates = queue.popleft()
             self._apply(updates)
-        return True
 
     def _apply(self, updates: list[Update]) -> None:
         """Apply pointstamp changes; node-0 entries become reports to the parent."""
@@ -555,17 +556,15 @@ class Subgraph:
             # A nested scope's numbers are global already: apply them here, unbroadcast.
             self._apply([(k, d) for k, d in updates.items() if d])
 
-    def _send(self) -> bool:
+    def _send(self) -> None:
         """Broadcast this worker's batch of local progress (if any) to every worker."""
         local = self._local
         if not local:
-            return False
+            return
         self._local = {}
         batch = [(k, d) for k, d in local.items() if d]
-        if not batch:
-            return False
-        self._worker.fabric.broadcast(self._progress_channel, self._worker.index, batch)
-        return True
+        if batch:
+            self._worker.fabric.broadcast(self._progress_channel, self._worker.index, batch)
 
     # ------------------------------------------------------------------ inspection
 

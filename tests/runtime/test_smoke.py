@@ -1,5 +1,6 @@
 """First end-to-end checks of the engine: pipelines, exchange and a loop, 1 and 3 workers."""
 
+import asyncio
 from collections.abc import Hashable
 from typing import Any
 
@@ -118,3 +119,22 @@ async def test_operator_exception_ends_execute() -> None:
 
     with pytest.raises(Boom, match="bad record"):
         await execute(work, workers=2)
+
+
+@pytest.mark.parametrize("nest", ["region", "iterative"])
+@pytest.mark.parametrize("workers", [1, 2, 3])
+async def test_nested_scope_closed_before_the_first_step_completes(workers: int, nest: str) -> None:
+    # Regression: a nested scope's last capability retraction went into its parent's
+    # tracker without being propagated, and nothing woke the parent again: a hang.
+    async def work(worker: Worker) -> list[Hashable]:
+        def build(scope: Any) -> Any:
+            handle, stream = scope.new_input()
+            inner = getattr(scope, nest)()
+            return handle, stream.enter(inner).map(lambda x: x).leave().probe()
+
+        handle, probe = worker.dataflow(build)
+        handle.close()
+        await worker.step_while(lambda: not probe.done())
+        return sorted(probe.frontier())
+
+    assert await asyncio.wait_for(execute(work, workers=workers), timeout=10) == [[]] * workers
