@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Hashable
+from collections.abc import AsyncIterator, Hashable
 
-from operators.capability import Capability
-from operators.core import OperatorBuilder
 from operators.stream import Stream
 from service.progress import Antichain, MutableAntichain
-from service.runtime import Interest, Worker
+from service.runtime import Worker
 
 
 class ProbeHandle:
     """The frontier of a probed stream, as this worker currently knows it.
 
-    It starts at the scope's minimum (nothing is known to be complete) and only moves
-    forward. ``less_than(t)`` is the usual wait condition: while it is true, records at
+    It is current from the moment its dataflow is built, and only moves forward.
+    ``less_than(t)`` is the usual wait condition: while it is true, records at
     times before ``t`` may still arrive.
     """
 
@@ -58,26 +56,14 @@ class ProbeHandle:
             await self._worker.step()
 
 
-def probe(stream: Stream, name: str = "Probe") -> ProbeHandle:
-    """Attach a probe to ``stream`` and return its handle."""
-    builder = OperatorBuilder(stream.scope, name)
-    input = builder.new_input(stream)
-    frontier = input.frontier
-    frontier.update_iter([(stream.scope.minimum, 1)])
+def probe(stream: Stream) -> ProbeHandle:
+    """A handle on the frontier of ``stream``: the times that may still appear on it.
 
-    def constructor(_capabilities: list[Capability]) -> Callable[[], None]:
-        started = [False]
-
-        def logic() -> None:
-            if not started[0]:
-                # The frontier starts at the minimum; the scope's first report adds the
-                # real one, after which this placeholder is withdrawn.
-                started[0] = True
-                frontier.update_iter([(stream.scope.minimum, -1)])
-            for _time, _records in input.batches():
-                pass
-
-        return logic
-
-    builder.build(constructor, Interest.ALWAYS)
+    A probe adds no operator: its scope keeps the handle's frontier equal to the frontier
+    at the stream's output port. A time has passed there once the operator producing the
+    stream can no longer send at it, which means every record at that time has been
+    handled by that operator and everything upstream of it.
+    """
+    frontier: MutableAntichain[Hashable] = MutableAntichain()
+    stream.scope.builder.watch(stream.source, frontier)
     return ProbeHandle(frontier, stream.scope.worker)

@@ -107,6 +107,7 @@ class SubgraphBuilder:
         self._output_tees: list[Tee] = []
         """Per scope output: the pushers of the parent's edges leaving the scope."""
         self._input_counts: list[ChangeBatch[Hashable]] = []
+        self._watched: list[tuple[Source, MutableAntichain[Hashable]]] = []
         self.subgraph: Subgraph | None = None
         # Activations that arrive before ``build`` (records pushed at construction time)
         # are remembered here and replayed.
@@ -164,6 +165,14 @@ class SubgraphBuilder:
         mine.attach(self.activator(target.node))
         self.add_edge(source, target)
         return channel, mine, boxes
+
+    def watch(self, source: Source, frontier: MutableAntichain[Hashable]) -> None:
+        """Keep ``frontier`` equal to the frontier at ``source`` (from when the scope runs).
+
+        This is how a probe sees a stream: the times that may still appear at the output
+        port, with no operator, edge or scheduling of its own.
+        """
+        self._watched.append((source, frontier))
 
     def new_input(self, outer_tee: Tee, parent: SubgraphBuilder, index_in_parent: int) -> int:
         """Open a scope input fed by ``outer_tee`` in the parent; return its port number.
@@ -299,6 +308,9 @@ class Subgraph:
             targets_of.get(Source(0, p), []) for p in range(self.inputs)
         ]
         self._external_summaries(children)
+        self._watchers: dict[Source, list[MutableAntichain[Hashable]]] = {}
+        for source, frontier in builder._watched:
+            self._watchers.setdefault(source, []).append(frontier)
 
         # Initial capabilities: every worker assumes every worker's operators start with
         # one per output; these counts are applied locally and never broadcast.
@@ -464,9 +476,15 @@ class Subgraph:
         tracker = self.tracker
         tracker.propagate_all()
         children = self._children
+        watchers = self._watchers
         for location, time, diff in tracker.drain_pushed():
             node = location.node
-            if node == 0 or not isinstance(location, Target):
+            if not isinstance(location, Target):
+                if watchers:
+                    for frontier in watchers.get(location, ()):
+                        frontier.update_iter(((time, diff),))
+                continue
+            if node == 0:
                 continue
             child = children[node]
             if child is None or not child.alive:
@@ -565,6 +583,9 @@ class Subgraph:
         batch = [(k, d) for k, d in local.items() if d]
         if batch:
             self._worker.fabric.broadcast(self._progress_channel, self._worker.index, batch)
+            if self._peers == 1:
+                # Alone, the batch is ours at once: skip the round trip through the mailbox.
+                self._receive()
 
     # ------------------------------------------------------------------ inspection
 
