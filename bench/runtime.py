@@ -6,7 +6,7 @@ timed run starts after its dataflow is built, with a ``gc.collect()`` just befor
 * **W1 -- throughput of a keyed pipeline.** 2,000,000 records ``(key, value)`` with
   ``key = i % 1000, value = i`` over 100 times (20,000 records per time, one ``send_batch``
   per time; the lists are built before timing). Dataflow: ``map((k, v * 2))`` ->
-  ``filter(k % 2 == 0)`` -> ``aggregate`` counting records per key per time -> probe. All
+  ``filter(k % 2 == 0)`` -> ``count_by(k)`` counting records per key per time -> probe. All
   times are fed (``advance_to(t + 1)`` after each), the input is closed, and the workers step
   until the probe is done. Reported in records/s with 1 and 2 workers (with 2, worker ``w``
   sends the records ``i`` with ``i % 2 == w``: the total is still 2M). Both workers are
@@ -18,7 +18,7 @@ timed run starts after its dataflow is built, with a ``gc.collect()`` just befor
     ``defaultdict(int)``; per record ``value * 2`` and, if the key is even,
     ``counts[key] += 1``). The engine's rate is also given as a ratio to it.
   - ``floor``: the same user functions applied the way the operators apply them (per batch,
-    ``list(map(...))`` and ``list(filter(...))``, then the aggregate's fold loop) with no
+    ``list(map(...))`` and ``list(filter(...))``, then ``Counter(map(key, ...))``) with no
     engine around them: what is left between it and the engine is the engine's own cost.
 
   Every timed engine run is checked, outside the timed region, to produce exactly the plain
@@ -77,7 +77,7 @@ import platform
 import statistics
 import sys
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -289,14 +289,6 @@ def w1_key(r: Record) -> int:
     return r[0]
 
 
-def w1_fold(acc: int, _r: Record) -> int:
-    return acc + 1
-
-
-def w1_emit(k: int, a: int) -> tuple[int, int]:
-    return (k, a)
-
-
 Counts = list[dict[int, int]]  # per time: key -> count
 
 
@@ -326,7 +318,7 @@ def w1_engine(parts: list[list[list[Record]]], options: Options) -> tuple[int, C
                 counted = (
                     stream.map(w1_map)
                     .filter(w1_keep)
-                    .aggregate(key=w1_key, fold=w1_fold, emit=w1_emit, init=int)
+                    .count_by(w1_key)
                     .inspect_batch(lambda t, rs: out[t].extend(rs))
                 )
                 return handle, counted.probe()
@@ -372,15 +364,10 @@ def w1_plain(batches: list[list[Record]]) -> Counts:
 def w1_floor(batches: list[list[Record]]) -> Counts:
     """The user functions as the operators call them, with no engine around them."""
     result: Counts = []
-    init = int  # called per new key, as the aggregate calls its ``init``
     for batch in batches:
         mapped = list(map(w1_map, batch))
         kept = list(filter(w1_keep, mapped))
-        state: dict[int, int] = {}
-        for record in kept:
-            k = w1_key(record)
-            state[k] = w1_fold(state[k] if k in state else init(), record)
-        result.append(dict(w1_emit(k, v) for k, v in state.items()))
+        result.append(dict(Counter(map(w1_key, kept))))
     return result
 
 
@@ -419,7 +406,7 @@ def run_w1(args: argparse.Namespace, options: Options, repeats: int) -> dict[str
         ["floor (user fns, no engine)", floor.show(1e6), f"{floor.median / plain.median:.2f}x"],
     ]
     text = [
-        f"W1: {records:,} records over {times} times, map -> filter -> aggregate (count per "
+        f"W1: {records:,} records over {times} times, map -> filter -> count_by (count per "
         f"key) -> probe; M records/s, median (best) of {repeats}; output verified each run",
         table(["", "M records/s", "/ plain"], rows),
         *engine.notes(),
