@@ -36,7 +36,7 @@ class Capability:
         self._output = output
         self._internal = internal
         internal.update(time, 1)
-        output.operator.activate()
+        output.operator.touch()
 
     @property
     def time(self) -> Hashable:
@@ -75,14 +75,14 @@ class Capability:
             self._internal.update(time, 1)
             self._internal.update(current, -1)
             self._time = time
-            self._output.operator.activate()
+            self._output.operator.touch()
 
     def drop(self) -> None:
         """Give the capability up. Dropping twice is an error."""
         time = self.time
         self._internal.update(time, -1)
         self._time = None
-        self._output.operator.activate()
+        self._output.operator.touch()
 
     def __del__(self) -> None:
         # A capability nobody references can never be used again: release it, as timely
@@ -90,7 +90,7 @@ class Capability:
         if self._time is not None:
             self._internal.update(self._time, -1)
             self._time = None
-            self._output.operator.activate()
+            self._output.operator.touch()
 
     def __repr__(self) -> str:
         shown = "dropped" if self._time is None else repr(self._time)

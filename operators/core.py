@@ -58,6 +58,7 @@ class OperatorCore:
         self._shared = SharedProgress()
         self._activate = scope.builder.activator(index)
         self._running = False
+        self._again = False
 
     @property
     def inputs(self) -> int:
@@ -75,7 +76,20 @@ class OperatorCore:
         return True
 
     def activate(self) -> None:
-        """Ask to be scheduled (a no-op while running: its changes are published after)."""
+        """Ask to be scheduled again; called while running, it takes effect after this run.
+
+        Logic that stops early (to let others run) calls this to be woken for the rest.
+        """
+        if self._running:
+            self._again = True
+        else:
+            self._activate()
+
+    def touch(self) -> None:
+        """Note that progress changed outside a run (a capability moved): publish it soon.
+
+        While running this is a no-op: everything is published when the run ends.
+        """
         if not self._running:
             self._activate()
 
@@ -103,6 +117,9 @@ class OperatorCore:
         finally:
             self._running = False
         self.publish()
+        if self._again:
+            self._again = False
+            self._activate()
         return bool(busy) or any(port.queue for port in self.input_ports)
 
     def publish(self) -> None:

@@ -64,14 +64,14 @@ class InputHandle:
         batch = list(records)
         if batch:
             self._output.give_batch(capability, batch)
-            self._output.operator.activate()
+            self._output.operator.touch()
 
     def flush(self) -> None:
         """Send buffered single records now."""
         if self._buffer:
             batch, self._buffer = self._buffer, []
             self._output.give_batch(self._open(), batch)
-            self._output.operator.activate()
+            self._output.operator.touch()
 
     def advance_to(self, time: Hashable) -> None:
         """Move the current time to ``time``; an error if it is earlier than the current one."""

@@ -138,3 +138,48 @@ async def test_nested_scope_closed_before_the_first_step_completes(workers: int,
         return sorted(probe.frontier())
 
     assert await asyncio.wait_for(execute(work, workers=workers), timeout=10) == [[]] * workers
+
+
+@pytest.mark.parametrize("workers", [1, 3])
+async def test_operator_that_asks_to_be_woken_runs_again(workers: int) -> None:
+    # An operator handles at most 2 batches per run and re-activates itself for the rest:
+    # nothing else would schedule it, since no new data or frontier change arrives.
+    async def work(worker: Worker) -> tuple[list[Any], int]:
+        seen: list[Any] = []
+        runs = [0]
+
+        def build(scope: Any) -> Any:
+            handle, stream = scope.new_input()
+
+            def constructor(capability: Any, info: Any) -> Any:
+                capability.drop()
+
+                def logic(input: Any, output: Any) -> None:
+                    runs[0] += 1
+                    for _ in range(2):
+                        if input.is_empty():
+                            return
+                        cap, records = next(iter(input))
+                        output.give_batch(cap.retain(), [r * 10 for r in records])
+                    if not input.is_empty():
+                        info.activate()
+
+                return logic
+
+            out = stream.unary(constructor, name="Slow")
+            out = out.inspect_batch(lambda t, r: seen.append((t, list(r))))
+            return handle, out.probe()
+
+        handle, probe = worker.dataflow(build)
+        if worker.index == 0:
+            for i in range(5):
+                handle.send_batch([i])
+                handle.flush()
+        handle.advance_to(1)
+        await worker.step_while(lambda: probe.less_than(1))
+        return seen, runs[0]
+
+    results = await asyncio.wait_for(execute(work, workers=workers), timeout=10)
+    seen, runs = results[0]
+    assert seen == [(0, [0]), (0, [10]), (0, [20]), (0, [30]), (0, [40])]
+    assert runs >= 3
