@@ -2,6 +2,23 @@
 
 Importing this package makes ``worker.dataflow`` hand out :class:`Scope` objects with the
 stream-building methods (``new_input``, ``feedback``, and through streams the catalogue).
+The engine's entry points are re-exported, so ``from operators import run`` is all a user
+needs::
+
+    from operators import run
+
+    async def work(worker):
+        def build(scope):
+            handle, stream = scope.new_input()
+            return handle, stream.map(lambda x: x * 2).probe()
+
+        handle, probe = worker.dataflow(build)
+        handle.send_batch([1, 2, 3])
+        handle.advance_to(1)
+        await worker.step_while(lambda: probe.less_than(1))
+        return sorted(probe.frontier())
+
+    assert run(work, workers=2) == [[1], [1]]
 """
 
 from operators.capability import Capability, CapabilityError, InputCapability
@@ -13,6 +30,7 @@ from operators.ports import InputPort, OutputPort, Session
 from operators.probe import ProbeHandle
 from operators.scope import Scope
 from operators.stream import Stream
+from service.runtime import Worker, execute, run
 
 __all__ = [
     "Capability",
@@ -31,4 +49,7 @@ __all__ = [
     "Scope",
     "Session",
     "Stream",
+    "Worker",
+    "execute",
+    "run",
 ]
