@@ -198,25 +198,26 @@ class MutableAntichain(Generic[T]):
             del counts[time]
         frontier = self._frontier
         if type(time) is int:
+            # The frontier list is updated in place: no allocation per change.
             if diff > 0:
                 if count <= 0:
                     return ()
                 if not frontier:
-                    self._frontier = [time]
+                    frontier.append(time)
                     return [(time, 1)]
                 least = frontier[0]
                 if least <= time:  # type: ignore[operator]
                     return ()
-                self._frontier = [time]
+                frontier[0] = time
                 return [(time, 1), (least, -1)]
             if count > 0 or not frontier or frontier[0] != time:
                 return ()
             positive = [t for t, c in counts.items() if c > 0]
             if not positive:
-                self._frontier = []
+                frontier.clear()
                 return [(time, -1)]
             least = min(positive)  # type: ignore[type-var]
-            self._frontier = [least]
+            frontier[0] = least
             return [(time, -1), (least, 1)]
         if diff > 0:
             if time in frontier:
