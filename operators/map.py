@@ -1,8 +1,8 @@
-"""``map`` and ``flat_map``: a new record (or several) for every record, at the same time."""
+"""``map``: a new record for every record, at the same time."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 from operators.capability import Capability
@@ -24,26 +24,6 @@ def map_stream(stream: Stream, fn: Callable[[Any], Any], name: str = "Map") -> S
             for time, records in input.batches():
                 # ``map`` runs the loop in C; the only per-record Python call is ``fn``.
                 output.forward(time, list(map(fn, records)))
-
-        return logic
-
-    builder.build(constructor)
-    return result
-
-
-def flat_map(stream: Stream, fn: Callable[[Any], Iterable[Any]], name: str = "FlatMap") -> Stream:
-    """Replace every record by the records of ``fn(record)``."""
-    builder = OperatorBuilder(stream.scope, name)
-    input = builder.new_input(stream)
-    output, result = builder.new_output()
-
-    def constructor(capabilities: list[Capability]) -> Callable[[], None]:
-        for capability in capabilities:
-            capability.drop()
-
-        def logic() -> None:
-            for time, records in input.batches():
-                output.forward(time, [out for r in records for out in fn(r)])
 
         return logic
 

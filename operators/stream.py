@@ -37,7 +37,7 @@ class Stream:
 
     def flat_map(self, fn: Callable[[Any], Any]) -> Stream:
         """Replace every record by the records of the iterable ``fn(record)``."""
-        from operators.map import flat_map
+        from operators.flat_map import flat_map
 
         return flat_map(self, fn)
 
@@ -136,19 +136,19 @@ class Stream:
 
     def count(self) -> Stream:
         """The number of records at each time, emitted once the time is complete."""
-        from operators.aggregate import count
+        from operators.accumulate import count
 
         return count(self)
 
     def count_by(self, key: Callable[[Any], Hashable]) -> Stream:
         """``(key, n)`` per key per time, emitted once the time is complete."""
-        from operators.aggregate import count_by
+        from operators.count_by import count_by
 
         return count_by(self, key)
 
     def accumulate(self, init: Callable[[], Any], fold: Callable[[Any, list[Any]], Any]) -> Stream:
         """Fold each time's batches into one value, emitted once the time is complete."""
-        from operators.aggregate import accumulate
+        from operators.accumulate import accumulate
 
         return accumulate(self, init, fold)
 
