@@ -110,7 +110,9 @@ class OperatorCore:
         shared = self._shared
         for port, batch in zip(self.input_ports, shared.frontiers, strict=True):
             if batch:
-                port.frontier.update_iter(batch.drain())
+                changes = port.frontier.update_iter(batch.drain())
+                if port.frontier_changes is not None:
+                    port.frontier_changes.extend(changes)
         self._running = True
         try:
             busy = self.logic() if self.logic is not None else False

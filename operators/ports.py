@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 class InputPort:
     """One input of an operator: arrived batches, and the frontier of times still to come."""
 
-    __slots__ = ("consumed", "frontier", "operator", "port", "queue")
+    __slots__ = ("consumed", "frontier", "frontier_changes", "operator", "port", "queue")
 
     def __init__(self, operator: OperatorCore, port: int) -> None:
         self.operator = operator
@@ -31,6 +31,17 @@ class InputPort:
         self.consumed: ChangeBatch[Hashable] = ChangeBatch()
         self.frontier: MutableAntichain[Hashable] = MutableAntichain()
         """Times that may still arrive here (kept current before each schedule)."""
+        self.frontier_changes: ChangeBatch[Hashable] | None = None
+        """If set (by :meth:`track_frontier_changes`), every change to ``frontier``."""
+
+    def track_frontier_changes(self) -> ChangeBatch[Hashable]:
+        """Start recording the changes to :attr:`frontier`, as ``(time, ±1)`` updates.
+
+        The operator drains the returned batch itself (capture records them as events).
+        """
+        if self.frontier_changes is None:
+            self.frontier_changes = ChangeBatch()
+        return self.frontier_changes
 
     def __iter__(self) -> Iterator[tuple[InputCapability, list[Any]]]:
         """Take every arrived batch, with a capability for its time."""
@@ -106,6 +117,16 @@ class OutputPort:
         """A session that sends at the capability's time."""
         self._check(capability)
         return Session(self, capability)
+
+    def send_at(self, time: Hashable, records: list[Any]) -> None:
+        """Send at ``time`` with no capability check.
+
+        Only for operators that keep their capabilities as counts in :attr:`internal`
+        themselves, such as replay, whose event streams guarantee that a capability at or
+        before ``time`` is held.
+        """
+        if records:
+            self._send(time, records)
 
     def forward(self, time: Hashable, records: list[Any], input_port: int = 0) -> None:
         """Send a batch taken from ``input_port`` at its own time.

@@ -14,6 +14,7 @@ from service.runtime import Scope, Tee
 
 if TYPE_CHECKING:
     from operators.capability import Capability
+    from operators.capture.pushers import EventPusher
     from operators.core import OperatorCore
     from operators.generic import BinaryLogic, NotifyLogic, UnaryLogic
     from operators.probe import ProbeHandle
@@ -111,6 +112,12 @@ class Stream:
         from operators.join import join
 
         return join(self, other, key_left, key_right)
+
+    def capture_into(self, pusher: EventPusher) -> None:
+        """Record this stream's batches and frontier changes as events into ``pusher``."""
+        from operators.capture.capture import capture_into
+
+        capture_into(self, pusher)
 
     def probe(self) -> ProbeHandle:
         """Watch this stream's frontier: which times may still appear on it."""

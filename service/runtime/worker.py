@@ -81,6 +81,10 @@ class Worker:
         """Run ``callback`` when this worker's ``fn`` returns (used to close open inputs)."""
         self._on_finish.append(callback)
 
+    def call_later(self, delay: float, callback: Callable[[], None]) -> asyncio.TimerHandle:
+        """Run ``callback`` after ``delay`` seconds (an activation for operators that poll)."""
+        return asyncio.get_running_loop().call_later(delay, callback)
+
     def has_dataflows(self) -> bool:
         """Whether some dataflow on this worker is not yet complete."""
         return bool(self._dataflows)

@@ -1,0 +1,133 @@
+"""Capture events, and their wire format.
+
+A captured stream is a sequence of two kinds of event (seed 002):
+
+* :class:`Messages` ``(time, records)``: records that appeared on the stream at ``time``;
+* :class:`Progress` ``(changes)``: changes ``(time, diff)`` to the stream's frontier.
+
+The history is relative to an implicit starting frontier of one capability at the minimum
+time, so a captured stream never begins with ``+1`` at the minimum. Progress may only add
+counts at or beyond a time that is held; messages only use held times.
+
+On the wire and on disk each event is one JSON object (encoded with orjson)::
+
+    {"type": "messages", "time": T, "records": [R, ...]}
+    {"type": "progress", "changes": [[T, D], ...]}
+
+where a time ``T`` is an integer, or for ``Product(outer, inner)`` the array
+``[outer, inner]`` (nested for deeper scopes), and records are any JSON values. In files and
+on TCP, events are *frames*: a 4-byte little-endian length, then that many bytes of JSON.
+
+>>> decode_event(encode_event(Messages(Product(1, 2), ["a"])))
+Messages(time=Product(outer=1, inner=2), records=['a'])
+>>> decode_event(b'{"type": "progress", "changes": [[0, -1], [3, 1]]}')
+Progress(changes=[(0, -1), (3, 1)])
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Hashable
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from service.progress import Product
+
+FRAME_HEADER = struct.Struct("<I")
+"""The length prefix of a frame."""
+
+MAX_FRAME = 256 * 1024 * 1024
+"""The largest frame accepted; a larger length is taken as corruption."""
+
+
+@dataclass(frozen=True, slots=True)
+class Messages:
+    """Records that appeared on the stream at ``time``."""
+
+    time: Hashable
+    records: list[Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """Changes ``(time, diff)`` to the stream's frontier."""
+
+    changes: list[tuple[Hashable, int]]
+
+
+Event = Messages | Progress
+"""One step of a captured stream's history."""
+
+
+class EventFormatError(ValueError):
+    """Bytes that are not a valid event (bad JSON, or JSON of the wrong shape)."""
+
+
+def encode_time(time: Hashable) -> Any:
+    """A time as JSON: an int, or ``[outer, inner]`` for a product (recursively)."""
+    if type(time) is int:
+        return time
+    if isinstance(time, Product):
+        return [encode_time(time.outer), encode_time(time.inner)]
+    raise TypeError(f"cannot encode the time {time!r}")
+
+
+def decode_time(value: Any) -> Hashable:
+    """The inverse of :func:`encode_time`."""
+    if type(value) is int and value >= 0:
+        return value
+    if isinstance(value, list) and len(value) == 2:
+        return Product(decode_time(value[0]), decode_time(value[1]))
+    raise EventFormatError(f"not a time: {value!r}")
+
+
+def event_to_json(event: Event) -> dict[str, Any]:
+    """The JSON object of an event."""
+    if isinstance(event, Messages):
+        return {"type": "messages", "time": encode_time(event.time), "records": event.records}
+    return {"type": "progress", "changes": [[encode_time(t), d] for t, d in event.changes]}
+
+
+def event_from_json(value: Any) -> Event:
+    """The event of a JSON object; :class:`EventFormatError` if it is not one."""
+    if not isinstance(value, dict):
+        raise EventFormatError(f"an event must be a JSON object, not {type(value).__name__}")
+    kind = value.get("type")
+    if kind == "messages":
+        records = value.get("records")
+        if not isinstance(records, list):
+            raise EventFormatError("a messages event needs a list of records")
+        return Messages(decode_time(value.get("time")), records)
+    if kind == "progress":
+        changes = value.get("changes")
+        if not isinstance(changes, list):
+            raise EventFormatError("a progress event needs a list of changes")
+        decoded: list[tuple[Hashable, int]] = []
+        for change in changes:
+            if not (isinstance(change, list) and len(change) == 2 and type(change[1]) is int):
+                raise EventFormatError(f"not a change [time, diff]: {change!r}")
+            decoded.append((decode_time(change[0]), change[1]))
+        return Progress(decoded)
+    raise EventFormatError(f"unknown event type {kind!r}")
+
+
+def encode_event(event: Event) -> bytes:
+    """An event as JSON bytes."""
+    return orjson.dumps(event_to_json(event))
+
+
+def decode_event(data: bytes) -> Event:
+    """An event from JSON bytes; :class:`EventFormatError` if they are not one."""
+    try:
+        value = orjson.loads(data)
+    except orjson.JSONDecodeError as error:
+        raise EventFormatError(f"invalid JSON: {error}") from None
+    return event_from_json(value)
+
+
+def frame(event: Event) -> bytes:
+    """An event as a frame: length prefix and JSON."""
+    payload = encode_event(event)
+    return FRAME_HEADER.pack(len(payload)) + payload
