@@ -30,9 +30,11 @@ from operators.ports import InputPort, OutputPort, Session
 from operators.probe import ProbeHandle
 from operators.scope import Scope
 from operators.stream import Stream
+from operators.sync import Barrier, Sequencer
 from service.runtime import Worker, execute, run
 
 __all__ = [
+    "Barrier",
     "Capability",
     "CapabilityError",
     "Err",
@@ -47,6 +49,7 @@ __all__ = [
     "OutputPort",
     "ProbeHandle",
     "Scope",
+    "Sequencer",
     "Session",
     "Stream",
     "Worker",
