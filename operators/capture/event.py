@@ -33,7 +33,7 @@ from typing import Any
 
 import orjson
 
-from service.progress import Product
+from service.progress import MAX_TIME, Product, check_time
 
 FRAME_HEADER = struct.Struct("<I")
 """The length prefix of a frame."""
@@ -68,6 +68,7 @@ class EventFormatError(ValueError):
 def encode_time(time: Hashable) -> Any:
     """A time as JSON: an int, or ``[outer, inner]`` for a product (recursively)."""
     if type(time) is int:
+        check_time(time)  # a negative or huge time would make a frame nobody can read
         return time
     if isinstance(time, Product):
         return [encode_time(time.outer), encode_time(time.inner)]
@@ -76,7 +77,7 @@ def encode_time(time: Hashable) -> Any:
 
 def decode_time(value: Any) -> Hashable:
     """The inverse of :func:`encode_time`."""
-    if type(value) is int and value >= 0:
+    if type(value) is int and 0 <= value <= MAX_TIME:
         return value
     if isinstance(value, list) and len(value) == 2:
         return Product(decode_time(value[0]), decode_time(value[1]))

@@ -146,11 +146,13 @@ class FileEventWriter:
 
 def _split_frames(
     data: bytes | bytearray, start: int, source: str, base: int
-) -> tuple[list[Event], int]:
-    """Decode the complete frames in ``data[start:]``; return them and the end offset.
+) -> tuple[list[Event], int, CorruptEventLog | None]:
+    """Decode the complete frames in ``data[start:]``.
 
-    A partial last frame is left for later. ``base`` is the offset of ``data[0]`` in the
-    whole stream, for error messages.
+    Returns the events, the offset just past the last complete frame, and the corruption
+    that stopped decoding (if any), so callers hand out the good events before raising. A
+    partial last frame is left for later. ``base`` is the offset of ``data[0]`` in the whole
+    stream, for error messages.
     """
     events: list[Event] = []
     position = start
@@ -159,16 +161,17 @@ def _split_frames(
     while size - position >= header:
         (length,) = FRAME_HEADER.unpack_from(data, position)
         if length > MAX_FRAME:
-            raise CorruptEventLog(source, base + position, f"frame length {length} is too large")
+            reason = f"frame length {length} is too large"
+            return events, position, CorruptEventLog(source, base + position, reason)
         end = position + header + length
         if end > size:
             break
         try:
             events.append(decode_event(bytes(data[position + header : end])))
         except EventFormatError as error:
-            raise CorruptEventLog(source, base + position, str(error)) from None
+            return events, position, CorruptEventLog(source, base + position, str(error))
         position = end
-    return events, position
+    return events, position, None
 
 
 class FileEventReader:
@@ -184,12 +187,17 @@ class FileEventReader:
         self.poll_interval: float | None = poll_interval
         self._offset = 0
         self._pending: deque[Event] = deque()
+        self._error: CorruptEventLog | None = None
 
     def next(self) -> Event | None:
-        """The next complete event, or ``None``."""
-        if not self._pending:
+        """The next complete event, or ``None``; corruption raises once the good events are out."""
+        if not self._pending and self._error is None:
             self._read()
-        return self._pending.popleft() if self._pending else None
+        if self._pending:
+            return self._pending.popleft()
+        if self._error is not None:
+            raise self._error
+        return None
 
     def _read(self) -> None:
         try:
@@ -198,9 +206,10 @@ class FileEventReader:
                 data = file.read()
         except FileNotFoundError:
             return
-        events, used = _split_frames(data, 0, str(self.path), self._offset)
+        events, used, error = _split_frames(data, 0, str(self.path), self._offset)
         self._offset += used
         self._pending.extend(events)
+        self._error = error
 
     def attach(self, wake: Callable[[], None]) -> None:
         """Files cannot notify: the replay polls every ``poll_interval`` seconds."""
@@ -238,7 +247,7 @@ class StreamEventReader:
         self._reader = reader
         self._name = name
         self._events: deque[Event] = deque()
-        self._error: BaseException | None = None
+        self._error: Exception | None = None
         self._task: asyncio.Task[None] | None = None
         self._wake: Callable[[], None] | None = None
 
@@ -257,15 +266,20 @@ class StreamEventReader:
                 if not chunk:
                     return
                 buffer += chunk
-                events, used = _split_frames(buffer, 0, self._name, consumed)
+                events, used, error = _split_frames(buffer, 0, self._name, consumed)
                 if used:
                     del buffer[:used]
                     consumed += used
-                if events:
-                    self._events.extend(events)
-                    if self._wake is not None:
-                        self._wake()
-        except CorruptEventLog as error:
+                self._events.extend(events)
+                if error is not None:
+                    self._error = error
+                if (events or error is not None) and self._wake is not None:
+                    self._wake()
+                if error is not None:
+                    return
+        except (OSError, EOFError, asyncio.IncompleteReadError) as error:
+            # A broken connection is reported through ``next`` like corruption is, so the
+            # replay that reads this stream fails instead of waiting forever.
             self._error = error
             if self._wake is not None:
                 self._wake()
