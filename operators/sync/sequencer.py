@@ -201,7 +201,13 @@ def _sink(stream: Stream, state: _State[T]) -> None:
                     heapq.heappush(heap, entry)
                     if entry.time > state.horizon:
                         state.horizon = entry.time
-            while heap and not frontier.less_equal(heap[0].time):
+            passed = None  # the last time found complete: many items share a time
+            while heap:
+                time = heap[0].time
+                if time != passed:
+                    if frontier.less_equal(time):
+                        break
+                    passed = time
                 ready.append(heapq.heappop(heap))
             source = state.source
             if source is not None and state.catch_up():
