@@ -18,7 +18,7 @@ import uvloop
 from service.runtime.fabric import Fabric
 from service.runtime.scope import Scope
 from service.runtime.subgraph import Subgraph, SubgraphBuilder
-from service.runtime.time_domain import INTEGERS, Refinement
+from service.runtime.time_domain import INTEGERS, Refinement, TimeDomain
 
 R = TypeVar("R")
 
@@ -55,17 +55,19 @@ class Worker:
         self._next_channel += 1
         return channel
 
-    def dataflow(self, build: Callable[[Any], R]) -> R:
+    def dataflow(self, build: Callable[[Any], R], domain: TimeDomain = INTEGERS) -> R:
         """Build a dataflow: call ``build(scope)`` on a new root scope and return its result.
 
-        Every worker must build the same dataflows in the same order.
+        Every worker must build the same dataflows in the same order. ``domain`` is the root
+        scope's time domain: integers by default, or e.g. ``INTEGERS.product()`` for
+        ``Product(int, int)`` times.
         """
         index = self._next_dataflow
         self._next_dataflow += 1
         builder = SubgraphBuilder(
             self,
             (index,),
-            INTEGERS,
+            domain,
             Refinement(),
             lambda: self._activate(index),
             name=f"Dataflow{index}",

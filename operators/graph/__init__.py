@@ -1,0 +1,32 @@
+"""Graph specifications and their compiler: declarative dataflows with CEL expressions."""
+
+from operators.graph.cel import EvaluationError, Expression, ExpressionError, compile_expression
+from operators.graph.compiler import (
+    CATALOGUE,
+    BuiltGraph,
+    GraphContext,
+    Plan,
+    RecordErrors,
+    compile_graph,
+    describe_catalogue,
+)
+from operators.graph.spec import GraphError, GraphSpec, Problem, TimeSpec, parse_graph
+
+__all__ = [
+    "CATALOGUE",
+    "BuiltGraph",
+    "EvaluationError",
+    "Expression",
+    "ExpressionError",
+    "GraphContext",
+    "GraphError",
+    "GraphSpec",
+    "Plan",
+    "Problem",
+    "RecordErrors",
+    "TimeSpec",
+    "compile_expression",
+    "compile_graph",
+    "describe_catalogue",
+    "parse_graph",
+]

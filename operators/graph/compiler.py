@@ -1,0 +1,683 @@
+"""The graph compiler: checks what a graph means, and builds it into a dataflow.
+
+:func:`compile_graph` takes a shape-checked :class:`~operators.graph.spec.GraphSpec` and
+checks everything else at once: known operators and their parameters, ports that exist and
+are connected exactly once, scopes, expressions (compiled here, once), and cycles that do not
+advance time. The resulting :class:`Plan` builds the same dataflow on every worker; inputs and
+outputs are supplied by a :class:`GraphContext` (the service attaches producers and captures
+there).
+
+Records are JSON values. An expression that fails on a record (a missing field, a wrong type)
+drops that record and counts it against its node, unless the node says ``"on_error":
+"fail"``, in which case the dataflow fails with the error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from operators.graph.cel import EvaluationError, Expression, ExpressionError, compile_expression
+from operators.graph.spec import GraphError, GraphSpec, NodeSpec, Problem, escape
+from operators.stream import Stream
+from service.progress import Antichain, Builder, Product, Source, Target
+
+# --------------------------------------------------------------------------- the catalogue
+
+
+@dataclass(frozen=True, slots=True)
+class Param:
+    """A parameter of an operator kind: an expression over ``variables``, or an int."""
+
+    kind: str  # "expr" | "int" | "choice"
+    required: bool = True
+    variables: tuple[str, ...] = ("r",)
+    choices: tuple[str, ...] = ()
+    minimum: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class OpKind:
+    """An operator offered in graphs: its ports and parameters."""
+
+    name: str
+    inputs: int | None
+    """Number of inputs; ``None`` means one or more (as many as edges connect)."""
+    outputs: int | str
+    """Number of outputs, or the name of the int parameter that gives it."""
+    params: dict[str, Param] = field(default_factory=dict)
+    doc: str = ""
+
+
+_ON_ERROR = Param("choice", required=False, choices=("drop", "fail"))
+
+CATALOGUE: dict[str, OpKind] = {
+    kind.name: kind
+    for kind in [
+        OpKind("input", 0, 1, doc="records pushed by producers"),
+        OpKind("output", 1, 0, doc="records captured for subscribers and readers"),
+        OpKind("map", 1, 1, {"expr": Param("expr"), "on_error": _ON_ERROR}),
+        OpKind("flat_map", 1, 1, {"expr": Param("expr"), "on_error": _ON_ERROR}),
+        OpKind("filter", 1, 1, {"expr": Param("expr"), "on_error": _ON_ERROR}),
+        OpKind("exchange", 1, 1, {"key": Param("expr"), "on_error": _ON_ERROR}),
+        OpKind("key_by", 1, 1, {"key": Param("expr"), "on_error": _ON_ERROR}),
+        OpKind("concat", None, 1),
+        OpKind(
+            "partition",
+            1,
+            "parts",
+            {"parts": Param("int", minimum=1), "expr": Param("expr"), "on_error": _ON_ERROR},
+        ),
+        OpKind("branch", 1, 2, {"expr": Param("expr"), "on_error": _ON_ERROR}),
+        OpKind("count", 1, 1),
+        OpKind("count_by", 1, 1, {"key": Param("expr"), "on_error": _ON_ERROR}),
+        OpKind(
+            "accumulate",
+            1,
+            1,
+            {
+                "init": Param("expr", variables=()),
+                "fold": Param("expr", variables=("acc", "r")),
+                "on_error": _ON_ERROR,
+            },
+        ),
+        OpKind(
+            "aggregate",
+            1,
+            1,
+            {
+                "key": Param("expr"),
+                "init": Param("expr", variables=()),
+                "fold": Param("expr", variables=("acc", "r")),
+                "emit": Param("expr", required=False, variables=("key", "acc")),
+                "on_error": _ON_ERROR,
+            },
+        ),
+        OpKind(
+            "join",
+            2,
+            1,
+            {
+                "key_left": Param("expr"),
+                "key_right": Param("expr"),
+                "on_error": _ON_ERROR,
+            },
+        ),
+        OpKind("delay", 1, 1, {"expr": Param("expr", variables=("r", "t")), "on_error": _ON_ERROR}),
+        OpKind("feedback", 1, 1, {"summary": Param("int", required=False, minimum=1)}),
+        OpKind("inspect", 1, 1),
+    ]
+}
+"""Every operator a graph may use, by name."""
+
+
+# --------------------------------------------------------------------------- errors at run time
+
+
+class RecordErrors:
+    """Counts of records dropped because an expression failed, per node, with the last error."""
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {}
+        self.last: dict[str, str] = {}
+
+    def record(self, node: str, error: Exception) -> None:
+        """Count one failed record at ``node``."""
+        self.counts[node] = self.counts.get(node, 0) + 1
+        self.last[node] = str(error)
+
+
+def _guarded(
+    node: str, fn: Callable[..., Any], policy: str, errors: RecordErrors
+) -> Callable[..., Any]:
+    """``fn`` with the node's error policy: re-raise (``fail``) or mark the record dropped."""
+    if policy == "fail":
+
+        def failing(*args: Any) -> Any:
+            try:
+                return fn(*args)
+            except EvaluationError as error:
+                raise EvaluationError(f"node {node!r}: {error}") from None
+
+        return failing
+
+    def dropping(*args: Any) -> Any:
+        try:
+            return fn(*args)
+        except EvaluationError as error:
+            errors.record(node, error)
+            return _DROPPED
+
+    return dropping
+
+
+class _Dropped:
+    """Marks a record whose expression failed; filtered out before anything is sent."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<dropped>"
+
+
+_DROPPED: Any = _Dropped()
+
+
+# --------------------------------------------------------------------------- the context
+
+
+class GraphContext(Protocol):
+    """What a plan needs from whoever runs it: its inputs and outputs."""
+
+    def input(self, name: str, scope: Any) -> Stream:
+        """The stream of records entering at input node ``name``."""
+        ...
+
+    def output(self, name: str, stream: Stream) -> None:
+        """Take the records leaving at output node ``name``."""
+        ...
+
+
+@dataclass(slots=True)
+class BuiltGraph:
+    """What one worker built: where each node's operator lives (for frontiers and counts)."""
+
+    streams: dict[str, list[Stream]]
+    """Each node's output streams (their ``source`` locates the node's operator)."""
+    scopes: dict[str | None, Any]
+    """Each scope by name (``None`` is the root)."""
+
+
+# --------------------------------------------------------------------------- the plan
+
+
+@dataclass(slots=True)
+class Plan:
+    """A checked, compiled graph, ready to be built on every worker."""
+
+    spec: GraphSpec
+    order: list[str]
+    """Nodes in build order (every node after the sources of its inputs, feedback first)."""
+    inputs_of: dict[str, list[tuple[str, int]]]
+    """Per node, per input port, the ``(node, output port)`` feeding it."""
+    outputs_of: dict[str, int]
+    expressions: dict[str, dict[str, Expression]]
+    errors: RecordErrors = field(default_factory=RecordErrors)
+
+    def describe(self) -> dict[str, Any]:
+        """The compiled plan as JSON (for ``dry_run``): order, ports and generated code."""
+        return {
+            "time": self.spec.time.describe(),
+            "scopes": {
+                name: {"kind": s.kind, "parent": s.parent} for name, s in self.spec.scopes.items()
+            },
+            "inputs": self.spec.inputs(),
+            "outputs": self.spec.outputs(),
+            "order": self.order,
+            "nodes": {
+                name: {
+                    "op": self.spec.nodes[name].op,
+                    "scope": self.spec.nodes[name].scope,
+                    "inputs": [f"{n}:{p}" for n, p in self.inputs_of[name]],
+                    "outputs": self.outputs_of[name],
+                    "expressions": {
+                        param: {"source": e.source, "python": e.python, "type": e.result_type}
+                        for param, e in self.expressions.get(name, {}).items()
+                    },
+                }
+                for name in self.order
+            },
+        }
+
+    def minimum(self) -> Hashable:
+        """The least time of the graph's root time domain."""
+        time: Hashable = 0
+        for _ in range(self.spec.time.depth):
+            time = Product(time, 0)
+        return time
+
+    def build(self, root: Any, context: GraphContext) -> BuiltGraph:
+        """Build the dataflow in ``root`` (a worker's scope): call inside ``worker.dataflow``."""
+        spec = self.spec
+        scopes: dict[str | None, Any] = {None: root}
+
+        def scope_of(name: str | None) -> Any:
+            if name not in scopes:
+                info = spec.scopes[name]  # type: ignore[index]
+                parent = scope_of(info.parent)
+                scopes[name] = (
+                    parent.iterative(name) if info.kind == "iterative" else (parent.region(name))
+                )
+            return scopes[name]
+
+        for name in spec.scopes:
+            scope_of(name)
+        streams: dict[str, list[Stream]] = {}
+        loops: dict[str, Any] = {}
+        for name in self.order:
+            node = spec.nodes[name]
+            scope = scope_of(node.scope)
+            if node.op == "feedback":
+                summary = int(node.params.get("summary", 1))
+                handle, stream = scope.feedback(_loop_summary(scope, summary))
+                loops[name] = handle
+                streams[name] = [stream]
+                continue
+            inputs = [
+                _move(streams[src][port], scope_of(node.scope), scopes, spec)
+                for src, port in self.inputs_of[name]
+            ]
+            streams[name] = self._build_node(node, scope, inputs, context)
+        for name, handle in loops.items():
+            (src, port) = self.inputs_of[name][0]
+            handle.connect(
+                _move(streams[src][port], scope_of(spec.nodes[name].scope), scopes, spec)
+            )
+        return BuiltGraph(streams, scopes)
+
+    def _build_node(
+        self, node: NodeSpec, scope: Any, inputs: list[Stream], context: GraphContext
+    ) -> list[Stream]:
+        op = node.op
+        name = node.name
+        exprs = self.expressions.get(name, {})
+        policy = str(node.params.get("on_error", "drop"))
+
+        def fn(param: str) -> Callable[..., Any]:
+            return _guarded(name, exprs[param].fn, policy, self.errors)
+
+        if op == "input":
+            return [context.input(name, scope)]
+        if op == "output":
+            context.output(name, inputs[0])
+            return []
+        if op == "inspect":
+            return [inputs[0].inspect_batch(lambda _t, _r: None)]
+        if op == "concat":
+            return [inputs[0].concat(*inputs[1:])] if len(inputs) > 1 else [inputs[0]]
+        if op == "map":
+            f = fn("expr")
+            return [_drop_failed(inputs[0].map(f))]
+        if op == "flat_map":
+            raw = exprs["expr"].fn
+            f = _guarded(name, lambda r: _as_list(raw(r)), policy, self.errors)
+            return [inputs[0].flat_map(lambda r: _nothing_if_dropped(f(r)))]
+        if op == "filter":
+            raw = exprs["expr"].fn
+            f = _guarded(name, lambda r: _as_bool(raw(r), "filter"), policy, self.errors)
+            return [inputs[0].filter(lambda r: f(r) is True)]
+        if op in ("exchange", "key_by"):
+            keyed = self._keyed(inputs[0], name, exprs["key"].fn, _routable, policy)
+            return [keyed.exchange(lambda pair: pair[0]).map(_second)]
+        if op == "partition":
+            parts = int(node.params["parts"])
+            raw = exprs["expr"].fn
+            keyed = self._keyed(inputs[0], name, raw, lambda v: _part(v, parts), policy)
+            return keyed.partition(parts, lambda pair: (pair[0], pair[1]))
+        if op == "branch":
+            raw = exprs["expr"].fn
+            keyed = self._keyed(inputs[0], name, raw, lambda v: _as_bool(v, "branch"), policy)
+            false, true = keyed.branch(lambda pair: pair[0])
+            return [false.map(_second), true.map(_second)]
+        if op == "count":
+            return [inputs[0].exchange(lambda _r: 0).count()]
+        if op == "count_by":
+            keyed = self._keyed(inputs[0], name, exprs["key"].fn, _routable, policy)
+            return [keyed.count_by(_first).map(_key_count)]
+        if op == "accumulate":
+            init = exprs["init"].fn
+            fold = fn("fold")
+            return [
+                inputs[0]
+                .exchange(lambda _r: 0)
+                .accumulate(init, lambda acc, records: _fold_all(fold, acc, records))
+            ]
+        if op == "aggregate":
+            fold, init = fn("fold"), exprs["init"].fn
+            emit = (
+                fn("emit") if "emit" in exprs else (lambda k, a: {"key": _json_key(k), "value": a})
+            )
+            keyed = self._keyed(inputs[0], name, exprs["key"].fn, _routable, policy)
+            return [
+                keyed.aggregate(
+                    _first,
+                    lambda acc, pair: _keep_acc(acc, fold(acc, pair[1])),
+                    lambda k, acc: emit(_json_key(k), acc),
+                    init,
+                ).filter(_kept)
+            ]
+        if op == "join":
+            left = self._keyed(inputs[0], name, exprs["key_left"].fn, _routable, policy)
+            right = self._keyed(inputs[1], name, exprs["key_right"].fn, _routable, policy)
+            joined = left.join(right, _first, _first)
+            return [joined.map(lambda lr: {"left": lr[0][1], "right": lr[1][1]})]
+        if op == "delay":
+            f = fn("expr")
+            return [inputs[0].delay(lambda r, t: _later(f(r, t), t))]
+        raise AssertionError(f"unhandled operator {op!r}")  # the catalogue and this agree
+
+    def _keyed(
+        self,
+        stream: Stream,
+        name: str,
+        raw: Callable[[Any], Any],
+        check: Callable[[Any], Any],
+        policy: str,
+    ) -> Stream:
+        """``(check(raw(r)), r)`` pairs; records whose expression fails are dropped."""
+        guarded = _guarded(name, lambda r: (check(raw(r)), r), policy, self.errors)
+        return stream.map(guarded).filter(_kept)
+
+
+def _kept(value: Any) -> bool:
+    return value is not _DROPPED
+
+
+def _first(pair: tuple[Any, Any]) -> Any:
+    return pair[0]
+
+
+def _second(pair: tuple[Any, Any]) -> Any:
+    return pair[1]
+
+
+def _nothing_if_dropped(value: Any) -> list[Any]:
+    return [] if value is _DROPPED else list(value)
+
+
+def _as_bool(value: Any, op: str) -> bool:
+    if type(value) is not bool:
+        raise EvaluationError(f"{op} needs a bool, not {type(value).__name__}")
+    return value
+
+
+def _key_value(key: Any, acc: Any) -> dict[str, Any]:
+    return {"key": key, "value": acc}
+
+
+def _json_key(key: Any) -> Any:
+    return [_json_key(k) for k in key] if isinstance(key, tuple) else key
+
+
+def _drop_failed(stream: Stream) -> Stream:
+    return stream.filter(lambda r: r is not _DROPPED)
+
+
+def _as_list(value: Any) -> list[Any]:
+    if not isinstance(value, list):
+        raise EvaluationError(f"flat_map needs a list, not {type(value).__name__}")
+    return value
+
+
+def _routable(key: Any) -> Any:
+    """Keys of exchange/aggregate/join: lists become tuples so they can be hashed."""
+    if isinstance(key, list):
+        return tuple(_routable(k) for k in key)
+    if isinstance(key, dict):
+        raise EvaluationError("a key cannot be a map")
+    return key
+
+
+def _part(value: Any, parts: int) -> int:
+    if type(value) is not int or not 0 <= value < parts:
+        raise EvaluationError(f"partition expression gave {value!r}, not an int in [0, {parts})")
+    return value
+
+
+def _key_count(pair: tuple[Any, int]) -> dict[str, Any]:
+    return {"key": _json_key(pair[0]), "count": pair[1]}
+
+
+def _fold_all(fold: Callable[[Any, Any], Any], acc: Any, records: list[Any]) -> Any:
+    for record in records:
+        result = fold(acc, record)
+        if result is not _DROPPED:
+            acc = result
+    return acc
+
+
+def _keep_acc(old: Any, new: Any) -> Any:
+    return old if new is _DROPPED else new
+
+
+def _later(value: Any, time: Any) -> Any:
+    if value is _DROPPED:
+        return time
+    return value
+
+
+def _loop_summary(scope: Any, summary: int) -> Hashable:
+    """A loop's summary in an iterative scope: ``summary`` on the innermost coordinate."""
+    outer = scope.identity.outer if isinstance(scope.identity, Product) else 0
+    return Product(outer, summary)
+
+
+def _ancestors(name: str | None, spec: GraphSpec) -> list[str | None]:
+    chain: list[str | None] = [name]
+    while name is not None:
+        name = spec.scopes[name].parent
+        chain.append(name)
+    return chain
+
+
+def _move(stream: Stream, target: Any, scopes: dict[str | None, Any], spec: GraphSpec) -> Stream:
+    """Carry ``stream`` into the scope ``target`` (leaving and entering scopes as needed)."""
+    by_builder = {id(s.builder): n for n, s in scopes.items()}
+    here = by_builder[id(stream.scope.builder)]
+    there = by_builder[id(target.builder)]
+    if here == there:
+        return stream
+    up = _ancestors(here, spec)
+    down = _ancestors(there, spec)
+    common = next(s for s in up if s in down)
+    for _ in range(up.index(common)):
+        stream = stream.leave()
+    for name in reversed(down[: down.index(common)]):
+        stream = stream.enter(scopes[name])
+    return stream
+
+
+# --------------------------------------------------------------------------- checking
+
+
+def compile_graph(spec: GraphSpec) -> Plan:
+    """Check everything about ``spec`` and compile its expressions.
+
+    Raises:
+        GraphError: listing every problem found, each with a JSON pointer.
+    """
+    problems: list[Problem] = []
+    expressions: dict[str, dict[str, Expression]] = {}
+    outputs_of: dict[str, int] = {}
+    kinds: dict[str, OpKind] = {}
+
+    for node in spec.nodes.values():
+        kind = CATALOGUE.get(node.op)
+        if kind is None:
+            known = ", ".join(sorted(CATALOGUE))
+            problems.append(
+                Problem(f"{node.pointer}/op", f"unknown operator {node.op!r} ({known})")
+            )
+            continue
+        kinds[node.name] = kind
+        compiled: dict[str, Expression] = {}
+        problems.extend(
+            Problem(f"{node.pointer}/{escape(key)}", f"{node.op} has no parameter {key!r}")
+            for key in node.params
+            if key not in kind.params
+        )
+        for key, param in kind.params.items():
+            pointer = f"{node.pointer}/{escape(key)}"
+            if key not in node.params:
+                if param.required:
+                    problems.append(Problem(pointer, f"{node.op} needs the parameter {key!r}"))
+                continue
+            value = node.params[key]
+            if param.kind == "expr":
+                if not isinstance(value, str):
+                    problems.append(Problem(pointer, "an expression must be a string"))
+                    continue
+                try:
+                    compiled[key] = compile_expression(value, param.variables)
+                except ExpressionError as error:
+                    problems.append(Problem(pointer, f"expression does not compile: {error}"))
+            elif param.kind == "int":
+                if type(value) is not int or value < param.minimum:
+                    problems.append(Problem(pointer, f"must be an integer >= {param.minimum}"))
+            elif param.kind == "choice" and value not in param.choices:
+                problems.append(Problem(pointer, f"must be one of {', '.join(param.choices)}"))
+        expressions[node.name] = compiled
+        outputs = kind.outputs
+        count = outputs if isinstance(outputs, int) else node.params.get(outputs, 1)
+        outputs_of[node.name] = count if type(count) is int and count >= 0 else 1
+        if node.op in ("input", "output") and node.scope is not None:
+            problems.append(Problem(f"{node.pointer}/scope", f"an {node.op} must be in the root"))
+        if node.op == "feedback" and (
+            node.scope is None or spec.scopes[node.scope].kind != "iterative"
+        ):
+            problems.append(Problem(node.pointer, "a feedback must be inside an iterative scope"))
+
+    inputs_of: dict[str, dict[int, tuple[str, int, str]]] = {n: {} for n in spec.nodes}
+    for edge in spec.edges:
+        source, target = edge.source, edge.target
+        ok = True
+        if source.node not in spec.nodes:
+            problems.append(Problem(f"{edge.pointer}/0", f"no node {source.node!r}"))
+            ok = False
+        elif source.node in outputs_of and source.port >= outputs_of[source.node]:
+            problems.append(
+                Problem(
+                    f"{edge.pointer}/0",
+                    f"{source.node} ({spec.nodes[source.node].op}) has no output {source.port}",
+                )
+            )
+            ok = False
+        if target.node not in spec.nodes:
+            problems.append(Problem(f"{edge.pointer}/1", f"no node {target.node!r}"))
+            ok = False
+        elif target.node in kinds:
+            arity = kinds[target.node].inputs
+            if arity is not None and target.port >= arity:
+                problems.append(
+                    Problem(
+                        f"{edge.pointer}/1",
+                        f"{target.node} ({spec.nodes[target.node].op}) has no input {target.port}",
+                    )
+                )
+                ok = False
+        if not ok:
+            continue
+        taken = inputs_of[target.node].get(target.port)
+        if taken is not None:
+            problems.append(
+                Problem(
+                    f"{edge.pointer}/1",
+                    f"input {target} is already connected by {taken[2]}; use a concat to merge",
+                )
+            )
+            continue
+        inputs_of[target.node][target.port] = (source.node, source.port, edge.pointer)
+
+    ordered_inputs: dict[str, list[tuple[str, int]]] = {}
+    for name, kind in kinds.items():
+        ports = inputs_of[name]
+        arity = kind.inputs if kind.inputs is not None else max(len(ports), 1)
+        problems.extend(
+            Problem(spec.nodes[name].pointer, f"input {name}:{port} is not connected")
+            for port in range(arity)
+            if port not in ports
+        )
+        ordered_inputs[name] = [ports[p][:2] for p in sorted(ports)]
+
+    if not problems:
+        problems.extend(_check_cycles(spec, ordered_inputs))
+    if problems:
+        raise GraphError(problems)
+    order = _build_order(spec, ordered_inputs)
+    return Plan(spec, order, ordered_inputs, outputs_of, expressions)
+
+
+def _check_cycles(spec: GraphSpec, inputs_of: dict[str, list[tuple[str, int]]]) -> list[Problem]:
+    """Refuse cycles that do not pass a feedback (the only operator that advances time)."""
+    names = list(spec.nodes)
+    index = {name: i + 1 for i, name in enumerate(names)}
+    reach = Builder()
+    for name in names:
+        node = spec.nodes[name]
+        kind = CATALOGUE[node.op]
+        ins = len(inputs_of[name])
+        outs = (
+            int(node.params.get(kind.outputs, 1))
+            if isinstance(kind.outputs, str)
+            else (kind.outputs)
+        )
+        summary = 1 if node.op == "feedback" else 0
+        reach.add_node(index[name], ins, outs, [{o: _chain(summary) for o in range(outs)}] * ins)
+    for name in names:
+        for port, (src, out) in enumerate(inputs_of[name]):
+            reach.add_edge(Source(index[src], out), Target(index[name], port))
+    cycle = reach.find_cycles()
+    if not cycle:
+        return []
+    involved = sorted({names[loc.node - 1] for pair in cycle for loc in pair})
+    return [
+        Problem(
+            "/edges",
+            "a cycle does not pass a feedback, so records could return at the same time: "
+            + " -> ".join(involved),
+        )
+    ]
+
+
+def _chain(summary: int) -> Antichain[Hashable]:
+    return Antichain([summary])
+
+
+def _build_order(spec: GraphSpec, inputs_of: dict[str, list[tuple[str, int]]]) -> list[str]:
+    """Every node after the nodes feeding it; feedbacks count as ready from the start."""
+    order: list[str] = []
+    done: set[str] = set()
+    pending = list(spec.nodes)
+    while pending:
+        progressed = False
+        for name in list(pending):
+            node = spec.nodes[name]
+            ready = node.op == "feedback" or all(src in done for src, _ in inputs_of[name])
+            if ready:
+                order.append(name)
+                done.add(name)
+                pending.remove(name)
+                progressed = True
+        if not progressed:  # only possible through a cycle, which was refused already
+            raise AssertionError(f"no build order for {pending}")
+    return order
+
+
+def describe_catalogue() -> list[dict[str, Any]]:
+    """The operators graphs may use, as JSON (for documentation and the API)."""
+    return [
+        {
+            "op": kind.name,
+            "inputs": kind.inputs if kind.inputs is not None else "1 or more",
+            "outputs": kind.outputs,
+            "params": {
+                name: {"kind": p.kind, "required": p.required, "variables": list(p.variables)}
+                for name, p in kind.params.items()
+            },
+        }
+        for kind in CATALOGUE.values()
+    ]
+
+
+__all__: Sequence[str] = [
+    "CATALOGUE",
+    "BuiltGraph",
+    "GraphContext",
+    "OpKind",
+    "Param",
+    "Plan",
+    "RecordErrors",
+    "compile_graph",
+    "describe_catalogue",
+]
