@@ -75,7 +75,16 @@ class InputPort:
 class OutputPort:
     """One output of an operator: sends batches to every edge and counts them."""
 
-    __slots__ = ("_buffer", "_buffer_time", "internal", "operator", "port", "produced", "tee")
+    __slots__ = (
+        "_buffer",
+        "_buffer_time",
+        "internal",
+        "operator",
+        "port",
+        "produced",
+        "records_out",
+        "tee",
+    )
 
     def __init__(self, operator: OperatorCore, port: int, tee: Tee) -> None:
         self.operator = operator
@@ -85,6 +94,8 @@ class OutputPort:
         self.internal: ChangeBatch[Hashable] = ChangeBatch()
         self._buffer: list[Any] = []
         self._buffer_time: Hashable = None
+        self.records_out = 0
+        """Records sent on this port so far (for diagnostics)."""
 
     def _check(self, capability: Capability) -> Hashable:
         if capability.output is not self:
@@ -146,6 +157,7 @@ class OutputPort:
         if self._buffer:
             self.flush()
         self.produced.update(time, len(records))
+        self.records_out += len(records)
         self.tee.push(time, records)
 
     def flush(self) -> None:
@@ -154,6 +166,7 @@ class OutputPort:
         if buffer:
             self._buffer = []
             self.produced.update(self._buffer_time, len(buffer))
+            self.records_out += len(buffer)
             self.tee.push(self._buffer_time, buffer)
 
 

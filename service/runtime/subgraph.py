@@ -126,6 +126,10 @@ class SubgraphBuilder:
             raise RuntimeError(f"child {index} of {self.name} is already placed")
         self._children[index] = operator
 
+    def child(self, index: int) -> Operate | SubgraphBuilder | None:
+        """The operator placed at child ``index`` (a nested scope is its builder)."""
+        return self._children[index]
+
     def add_edge(self, source: Source, target: Target) -> None:
         """Record an edge for progress tracking (the data path is wired separately)."""
         self._edges.append(_Edge(source, target))

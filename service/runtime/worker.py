@@ -48,6 +48,7 @@ class Worker:
         self._next_channel = 0
         self._next_dataflow = 0
         self._on_finish: list[Callable[[], None]] = []
+        self._on_error: dict[int, Callable[[Exception], None]] = {}
 
     def allocate_channel(self) -> int:
         """The next channel id; the same sequence on every worker."""
@@ -55,12 +56,19 @@ class Worker:
         self._next_channel += 1
         return channel
 
-    def dataflow(self, build: Callable[[Any], R], domain: TimeDomain = INTEGERS) -> R:
+    def dataflow(
+        self,
+        build: Callable[[Any], R],
+        domain: TimeDomain = INTEGERS,
+        on_error: Callable[[Exception], None] | None = None,
+    ) -> R:
         """Build a dataflow: call ``build(scope)`` on a new root scope and return its result.
 
         Every worker must build the same dataflows in the same order. ``domain`` is the root
         scope's time domain: integers by default, or e.g. ``INTEGERS.product()`` for
-        ``Product(int, int)`` times.
+        ``Product(int, int)`` times. With ``on_error``, an exception raised while the
+        dataflow runs drops it from this worker and is passed to ``on_error`` instead of
+        ending the worker's step.
         """
         index = self._next_dataflow
         self._next_dataflow += 1
@@ -76,6 +84,8 @@ class Worker:
         subgraph = builder.build()
         subgraph.initialize()
         self._dataflows[index] = subgraph
+        if on_error is not None:
+            self._on_error[index] = on_error
         self._activate(index)
         return result
 
@@ -103,9 +113,42 @@ class Worker:
         self._active = set()
         for index in sorted(active):
             subgraph = self._dataflows.get(index)
-            if subgraph is not None and not subgraph.schedule():
-                del self._dataflows[index]
+            if subgraph is None:
+                continue
+            handler = self._on_error.get(index)
+            if handler is None:
+                if not subgraph.schedule():
+                    self._forget(index)
+                continue
+            try:
+                if not subgraph.schedule():
+                    self._forget(index)
+            except Exception as error:
+                # This dataflow alone fails: drop it here and let its owner decide (the
+                # service drops it on every worker); other dataflows keep running.
+                self._forget(index)
+                handler(error)
         return True
+
+    def _forget(self, index: int) -> None:
+        self._dataflows.pop(index, None)
+        self._on_error.pop(index, None)
+
+    def drop_dataflow(self, index: int) -> bool:
+        """Stop running dataflow ``index`` on this worker, wherever it is.
+
+        Every worker must drop it (at the same point in their sequence of dataflow commands,
+        which the service's control plane guarantees): the others may still hold
+        capabilities in it. Returns whether it was still running here.
+        """
+        running = index in self._dataflows
+        self._forget(index)
+        self._active.discard(index)
+        return running
+
+    def dataflow_indexes(self) -> list[int]:
+        """The indexes of the dataflows still running on this worker."""
+        return sorted(self._dataflows)
 
     async def step(self) -> None:
         """Do one round of work, or wait for some to arrive if there is none.

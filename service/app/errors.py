@@ -1,0 +1,86 @@
+"""The errors a client can cause, one class per kind, each with its HTTP status.
+
+The API maps each to an ``application/problem+json`` response (RFC 9457) whose ``type`` is
+``https://frontier.dev/problems/<slug>``; anything else is a 500.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+
+class ServiceError(Exception):
+    """Base of the errors a client can cause; ``detail`` is the precise message."""
+
+    status: ClassVar[int] = 400
+    slug: ClassVar[str] = "bad-request"
+    title: ClassVar[str] = "Bad request"
+
+    def __init__(self, detail: str, **extra: Any) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.extra = extra
+
+
+class NotFound(ServiceError):
+    """The dataflow, input, output, session or transaction does not exist (for this tenant)."""
+
+    status = 404
+    slug = "not-found"
+    title = "Not found"
+
+
+class Conflict(ServiceError):
+    """The request contradicts the current state.
+
+    For example a time already advanced past, a stale sequence number, or an idempotency
+    key reused for different work.
+    """
+
+    status = 409
+    slug = "conflict"
+    title = "Conflict"
+
+
+class Gone(ServiceError):
+    """The dataflow (or session) existed but was dropped or closed."""
+
+    status = 410
+    slug = "gone"
+    title = "Gone"
+
+
+class Invalid(ServiceError):
+    """The request is well-formed JSON but not a valid graph or batch; ``problems`` has all."""
+
+    status = 422
+    slug = "invalid"
+    title = "Unprocessable content"
+
+    def __init__(self, detail: str, problems: list[dict[str, str]] | None = None) -> None:
+        super().__init__(detail, problems=problems or [])
+        self.problems = problems or []
+
+
+class LimitExceeded(ServiceError):
+    """A configured limit would be exceeded (dataflows per tenant, staged records, ...)."""
+
+    status = 429
+    slug = "limit-exceeded"
+    title = "Limit exceeded"
+
+
+class Unauthorized(ServiceError):
+    """No valid bearer token."""
+
+    status = 401
+    slug = "unauthorized"
+    title = "Unauthorized"
+
+
+class Forbidden(ServiceError):
+    """The token is valid but may not do this."""
+
+    status = 403
+    slug = "forbidden"
+    title = "Forbidden"

@@ -1,0 +1,216 @@
+"""Outputs: the captured events of a dataflow output, retained and fanned out to subscribers.
+
+Every worker captures its share of an output (``capture_into``) into the same
+:class:`OutputLog`. Each worker's events are a valid history relative to one capability at
+the minimum, so the log starts the merged frontier at ``peers`` there and applies every
+progress event to it: the merged frontier passes a time only when every worker has. What
+the log emits is one history: ``messages`` events as they arrive, and ``progress`` events
+with the changes of the merged frontier.
+
+The log keeps records per time, up to ``retention`` records; when over, it forgets the
+oldest *completed* times first. Subscribers read from a bounded queue each: one that falls
+more than its budget behind is closed with a resume point (the frontier up to which it has
+seen everything), never allowed to hold memory without bound.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Hashable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from operators.capture import Messages, Progress
+from service.progress import Antichain, MutableAntichain, less_equal
+
+
+@dataclass(slots=True)
+class Subscriber:
+    """One reader of an output's events, with a bounded queue."""
+
+    queue: deque[Messages | Progress] = field(default_factory=deque)
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    limit: int = 1000
+    closed: str | None = None
+    """Why the log closed this subscriber (``None`` while open)."""
+    resume: list[Hashable] = field(default_factory=list)
+    """Everything before this frontier has been delivered (a resume point)."""
+    seen: MutableAntichain[Hashable] = field(default_factory=MutableAntichain)
+
+    def offer(self, event: Messages | Progress) -> bool:
+        """Queue an event; ``False`` (and closed) if the queue is over its limit."""
+        if self.closed is not None:
+            return False
+        if len(self.queue) >= self.limit:
+            self.closed = "slow consumer: the subscriber fell too far behind"
+            self.wake.set()
+            return False
+        self.queue.append(event)
+        self.wake.set()
+        return True
+
+    def take(self) -> list[Messages | Progress]:
+        """Everything queued, in order."""
+        events = list(self.queue)
+        self.queue.clear()
+        self.wake.clear()
+        for event in events:
+            if isinstance(event, Progress):
+                self.seen.update_iter(event.changes)
+        self.resume = list(self.seen.frontier())
+        return events
+
+
+class OutputLog:
+    """The merged captured stream of one output (see the module docstring)."""
+
+    def __init__(self, name: str, minimum: Hashable, peers: int, retention: int) -> None:
+        self.name = name
+        self.minimum = minimum
+        self._frontier: MutableAntichain[Hashable] = MutableAntichain([(minimum, peers)])
+        self._retention = retention
+        self._times: dict[Hashable, list[Any]] = {}
+        self._retained = 0
+        self.evicted: list[Hashable] = []
+        """The frontier below which completed times may have been forgotten."""
+        self.subscribers: list[Subscriber] = []
+        self.records_out = 0
+        self.closed_reason: str | None = None
+
+    # ----------------------------------------------------------------- the pusher side
+
+    def pusher(self) -> _WorkerPusher:
+        """A pusher for one worker's capture of this output."""
+        return _WorkerPusher(self)
+
+    def _messages(self, event: Messages) -> None:
+        records = self._times.get(event.time)
+        if records is None:
+            self._times[event.time] = list(event.records)
+        else:
+            records.extend(event.records)
+        count = len(event.records)
+        self._retained += count
+        self.records_out += count
+        for subscriber in self.subscribers:
+            subscriber.offer(event)
+        self._evict()
+
+    def _progress(self, event: Progress) -> None:
+        changes = self._frontier.update_iter(event.changes)
+        if changes:
+            merged = Progress(changes)
+            for subscriber in self.subscribers:
+                subscriber.offer(merged)
+            self._evict()
+
+    def _evict(self) -> None:
+        if self._retained <= self._retention:
+            return
+        frontier = self._frontier
+        complete = sorted((t for t in self._times if not frontier.less_equal(t)), key=_sort_key)
+        for time in complete:
+            if self._retained <= self._retention:
+                break
+            self._retained -= len(self._times.pop(time))
+            # ``evicted`` keeps the latest forgotten times: everything at or before one of
+            # them may be gone.
+            if not any(less_equal(time, e) for e in self.evicted):
+                self.evicted = [e for e in self.evicted if not less_equal(e, time)] + [time]
+
+    # ----------------------------------------------------------------- the reader side
+
+    def frontier(self) -> Antichain[Hashable]:
+        """The merged frontier: times not in it (and not after it) are complete."""
+        return self._frontier.frontier()
+
+    def complete_times(self, start: Hashable | None, end: Hashable | None) -> list[Hashable]:
+        """Retained complete times ``t`` with ``start <= t`` and not ``end <= t``, in order."""
+        frontier = self._frontier
+        times = [
+            t
+            for t in self._times
+            if not frontier.less_equal(t)
+            and (start is None or less_equal(start, t))
+            and (end is None or not less_equal(end, t))
+        ]
+        times.sort(key=_sort_key)
+        return times
+
+    def records_at(self, time: Hashable) -> list[Any]:
+        """The retained records at ``time`` (empty if none or forgotten)."""
+        return list(self._times.get(time, ()))
+
+    def is_forgotten(self, time: Hashable) -> bool:
+        """Whether records at ``time`` may have been dropped from retention."""
+        return any(less_equal(time, e) for e in self.evicted)
+
+    def subscribe(self, start: Hashable | None = None, limit: int = 1000) -> Subscriber:
+        """A new subscriber, fed first the backlog, then live events.
+
+        The backlog is the retained records at ``start`` or later, then the current frontier
+        (as progress relative to the start of time).
+        """
+        subscriber = Subscriber(limit=max(limit, 1))
+        initial = [(t, 1) for t in self._frontier.frontier()]
+        initial.append((self.minimum, -1))
+        consolidated: dict[Hashable, int] = {}
+        for time, diff in initial:
+            consolidated[time] = consolidated.get(time, 0) + diff
+        backlog: list[Messages | Progress] = [
+            Messages(t, list(self._times[t]))
+            for t in sorted(self._times, key=_sort_key)
+            if start is None or less_equal(start, t)
+        ]
+        changes = [(t, d) for t, d in consolidated.items() if d]
+        if changes:
+            backlog.append(Progress(changes))
+        subscriber.limit = max(subscriber.limit, len(backlog) + 1)
+        for event in backlog:
+            subscriber.offer(event)
+        subscriber.limit = max(limit, 1)
+        self.subscribers.append(subscriber)
+        return subscriber
+
+    def unsubscribe(self, subscriber: Subscriber) -> None:
+        """Stop delivering to ``subscriber``."""
+        if subscriber in self.subscribers:
+            self.subscribers.remove(subscriber)
+
+    def close(self, reason: str) -> None:
+        """Close every subscriber (the dataflow was dropped or the service stops)."""
+        self.closed_reason = reason
+        for subscriber in self.subscribers:
+            subscriber.closed = reason
+            subscriber.wake.set()
+        self.subscribers.clear()
+
+
+def _sort_key(time: Hashable) -> Any:
+    """Times sort by their domain's total order (ints, or products lexicographically)."""
+    return time
+
+
+def sorted_times(times: Iterable[Hashable]) -> list[Hashable]:
+    """``times`` in their domain's total order (which extends the partial order)."""
+    return sorted(times, key=_sort_key)
+
+
+class _WorkerPusher:
+    """One worker's capture of an output, feeding the shared log."""
+
+    __slots__ = ("_log",)
+
+    def __init__(self, log: OutputLog) -> None:
+        self._log = log
+
+    def push(self, event: Messages | Progress) -> None:
+        """Add a worker's event to the log."""
+        if isinstance(event, Messages):
+            self._log._messages(event)
+        else:
+            self._log._progress(event)
+
+    def flush(self) -> None:
+        """Events are applied as they are pushed: nothing to do."""

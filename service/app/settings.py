@@ -1,0 +1,36 @@
+"""Service settings: where to listen, how many workers, and the limits."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Every bound the service enforces; each refusal names the limit."""
+
+    max_body_bytes: int = 16 * 1024 * 1024
+    max_frame_bytes: int = 4 * 1024 * 1024
+    max_batch_records: int = 100_000
+    max_dataflows_per_tenant: int = 100
+    max_subscribers_per_dataflow: int = 2_000
+    max_sessions_per_input: int = 1_000
+    max_staged_records_per_input: int = 1_000_000
+    output_retention_records: int = 1_000_000
+    subscriber_queue_events: int = 1_000
+    ws_credits: int = 16
+    idempotency_keys_kept: int = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """How the service runs."""
+
+    host: str = "127.0.0.1"
+    port: int = 8080
+    workers: int = 1
+    data_dir: str = ".frontier"
+    tokens: dict[str, str] = field(default_factory=dict)
+    """Bearer token -> tenant. Empty means no authentication (every request is tenant
+    ``default``)."""
+    limits: Limits = field(default_factory=Limits)
