@@ -17,14 +17,16 @@ from service.progress import check_time, less_equal
 from service.runtime import Interest
 
 
-def delay(stream: Stream, fn: Callable[[Any, Hashable], Hashable], name: str = "Delay") -> Stream:
+def delay(
+    stream: Stream, fn: Callable[[Any, Hashable], Hashable | None], name: str = "Delay"
+) -> Stream:
     """Move each record to the time ``fn(record, time)``, sent once that time is complete.
 
     Args:
         stream: The records to delay.
         fn: Given a record and its time, the time to send it at. It must be ``<=``-at least
             the record's own time (an equal time just holds the record until its time is
-            complete).
+            complete); ``None`` drops the record.
         name: The operator's name.
 
     Returns:
@@ -48,6 +50,8 @@ def delay(stream: Stream, fn: Callable[[Any, Hashable], Hashable], name: str = "
                 time = capability.time
                 for record in records:
                     later = fn(record, time)
+                    if later is None:
+                        continue
                     check_time(later)
                     if not less_equal(time, later):
                         raise ValueError(

@@ -96,7 +96,7 @@ class Stream:
 
         return ok_err(self, fn)
 
-    def delay(self, fn: Callable[[Any, Hashable], Hashable]) -> Stream:
+    def delay(self, fn: Callable[[Any, Hashable], Hashable | None]) -> Stream:
         """Move each record to the later time ``fn(record, time)``, sent once that is complete."""
         from operators.delay import delay
 

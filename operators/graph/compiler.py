@@ -18,10 +18,11 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from operators.capture.event import EventFormatError, decode_time
 from operators.graph.cel import EvaluationError, Expression, ExpressionError, compile_expression
 from operators.graph.spec import GraphError, GraphSpec, NodeSpec, Problem, escape
 from operators.stream import Stream
-from service.progress import Antichain, Builder, Product, Source, Target
+from service.progress import Antichain, Builder, Product, check_time, less_equal
 
 # --------------------------------------------------------------------------- the catalogue
 
@@ -35,6 +36,9 @@ class Param:
     variables: tuple[str, ...] = ("r",)
     choices: tuple[str, ...] = ()
     minimum: int = 0
+    maximum: int = 2**63 - 1
+    result: tuple[str, ...] = ()
+    """For expressions: the result types accepted at submission (empty: any)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +63,9 @@ CATALOGUE: dict[str, OpKind] = {
         OpKind("output", 1, 0, doc="records captured for subscribers and readers"),
         OpKind("map", 1, 1, {"expr": Param("expr"), "on_error": _ON_ERROR}),
         OpKind("flat_map", 1, 1, {"expr": Param("expr"), "on_error": _ON_ERROR}),
-        OpKind("filter", 1, 1, {"expr": Param("expr"), "on_error": _ON_ERROR}),
+        OpKind(
+            "filter", 1, 1, {"expr": Param("expr", result=("bool", "dyn")), "on_error": _ON_ERROR}
+        ),
         OpKind("exchange", 1, 1, {"key": Param("expr"), "on_error": _ON_ERROR}),
         OpKind("key_by", 1, 1, {"key": Param("expr"), "on_error": _ON_ERROR}),
         OpKind("concat", None, 1),
@@ -67,9 +73,15 @@ CATALOGUE: dict[str, OpKind] = {
             "partition",
             1,
             "parts",
-            {"parts": Param("int", minimum=1), "expr": Param("expr"), "on_error": _ON_ERROR},
+            {
+                "parts": Param("int", minimum=1, maximum=1024),
+                "expr": Param("expr", result=("int", "dyn")),
+                "on_error": _ON_ERROR,
+            },
         ),
-        OpKind("branch", 1, 2, {"expr": Param("expr"), "on_error": _ON_ERROR}),
+        OpKind(
+            "branch", 1, 2, {"expr": Param("expr", result=("bool", "dyn")), "on_error": _ON_ERROR}
+        ),
         OpKind("count", 1, 1),
         OpKind("count_by", 1, 1, {"key": Param("expr"), "on_error": _ON_ERROR}),
         OpKind(
@@ -105,7 +117,9 @@ CATALOGUE: dict[str, OpKind] = {
             },
         ),
         OpKind("delay", 1, 1, {"expr": Param("expr", variables=("r", "t")), "on_error": _ON_ERROR}),
-        OpKind("feedback", 1, 1, {"summary": Param("int", required=False, minimum=1)}),
+        OpKind(
+            "feedback", 1, 1, {"summary": Param("int", required=False, minimum=1, maximum=2**32)}
+        ),
         OpKind("inspect", 1, 1),
     ]
 }
@@ -326,7 +340,7 @@ class Plan:
             keyed = self._keyed(inputs[0], name, exprs["key"].fn, _routable, policy)
             return [keyed.count_by(_first).map(_key_count)]
         if op == "accumulate":
-            init = exprs["init"].fn
+            init = _guarded(name, exprs["init"].fn, "fail", self.errors)
             fold = fn("fold")
             return [
                 inputs[0]
@@ -334,7 +348,8 @@ class Plan:
                 .accumulate(init, lambda acc, records: _fold_all(fold, acc, records))
             ]
         if op == "aggregate":
-            fold, init = fn("fold"), exprs["init"].fn
+            fold = fn("fold")
+            init = _guarded(name, exprs["init"].fn, "fail", self.errors)
             emit = (
                 fn("emit") if "emit" in exprs else (lambda k, a: {"key": _json_key(k), "value": a})
             )
@@ -353,8 +368,9 @@ class Plan:
             joined = left.join(right, _first, _first)
             return [joined.map(lambda lr: {"left": lr[0][1], "right": lr[1][1]})]
         if op == "delay":
-            f = fn("expr")
-            return [inputs[0].delay(lambda r, t: _later(f(r, t), t))]
+            raw = exprs["expr"].fn
+            f = _guarded(name, lambda r, t: _later(raw(r, t), t), policy, self.errors)
+            return [inputs[0].delay(lambda r, t: None if (u := f(r, t)) is _DROPPED else u)]
         raise AssertionError(f"unhandled operator {op!r}")  # the catalogue and this agree
 
     def _keyed(
@@ -441,10 +457,16 @@ def _keep_acc(old: Any, new: Any) -> Any:
     return old if new is _DROPPED else new
 
 
-def _later(value: Any, time: Any) -> Any:
-    if value is _DROPPED:
-        return time
-    return value
+def _later(value: Any, time: Hashable) -> Hashable:
+    """A delay expression's result as a time no earlier than ``time``, or an error."""
+    try:
+        later = decode_time(value) if isinstance(value, list) else value
+        check_time(later)
+    except (TypeError, ValueError, EventFormatError):
+        raise EvaluationError(f"delay needs a time, not {value!r}") from None
+    if not less_equal(time, later):
+        raise EvaluationError(f"cannot delay a record at {time!r} to the earlier {later!r}")
+    return later
 
 
 def _loop_summary(scope: Any, summary: int) -> Hashable:
@@ -522,9 +544,19 @@ def compile_graph(spec: GraphSpec) -> Plan:
                     compiled[key] = compile_expression(value, param.variables)
                 except ExpressionError as error:
                     problems.append(Problem(pointer, f"expression does not compile: {error}"))
+                    continue
+                found = compiled[key].result_type
+                if param.result and found not in param.result:
+                    wanted = " or ".join(t for t in param.result if t != "dyn")
+                    problems.append(Problem(pointer, f"the expression gives {found}, not {wanted}"))
             elif param.kind == "int":
-                if type(value) is not int or value < param.minimum:
-                    problems.append(Problem(pointer, f"must be an integer >= {param.minimum}"))
+                if type(value) is not int or not param.minimum <= value <= param.maximum:
+                    problems.append(
+                        Problem(
+                            pointer,
+                            f"must be an integer from {param.minimum} to {param.maximum}",
+                        )
+                    )
             elif param.kind == "choice" and value not in param.choices:
                 problems.append(Problem(pointer, f"must be one of {', '.join(param.choices)}"))
         expressions[node.name] = compiled
@@ -543,25 +575,25 @@ def compile_graph(spec: GraphSpec) -> Plan:
         source, target = edge.source, edge.target
         ok = True
         if source.node not in spec.nodes:
-            problems.append(Problem(f"{edge.pointer}/0", f"no node {source.node!r}"))
+            problems.append(Problem(edge.source_pointer, f"no node {source.node!r}"))
             ok = False
         elif source.node in outputs_of and source.port >= outputs_of[source.node]:
             problems.append(
                 Problem(
-                    f"{edge.pointer}/0",
+                    edge.source_pointer,
                     f"{source.node} ({spec.nodes[source.node].op}) has no output {source.port}",
                 )
             )
             ok = False
         if target.node not in spec.nodes:
-            problems.append(Problem(f"{edge.pointer}/1", f"no node {target.node!r}"))
+            problems.append(Problem(edge.target_pointer, f"no node {target.node!r}"))
             ok = False
         elif target.node in kinds:
             arity = kinds[target.node].inputs
             if arity is not None and target.port >= arity:
                 problems.append(
                     Problem(
-                        f"{edge.pointer}/1",
+                        edge.target_pointer,
                         f"{target.node} ({spec.nodes[target.node].op}) has no input {target.port}",
                     )
                 )
@@ -572,7 +604,7 @@ def compile_graph(spec: GraphSpec) -> Plan:
         if taken is not None:
             problems.append(
                 Problem(
-                    f"{edge.pointer}/1",
+                    edge.target_pointer,
                     f"input {target} is already connected by {taken[2]}; use a concat to merge",
                 )
             )
@@ -599,35 +631,90 @@ def compile_graph(spec: GraphSpec) -> Plan:
 
 
 def _check_cycles(spec: GraphSpec, inputs_of: dict[str, list[tuple[str, int]]]) -> list[Problem]:
-    """Refuse cycles that do not pass a feedback (the only operator that advances time)."""
-    names = list(spec.nodes)
-    index = {name: i + 1 for i, name in enumerate(names)}
+    """Refuse cycles along which time does not advance.
+
+    Only a feedback advances time, and only within its own iterative scope: leaving the
+    scope drops the coordinate it advanced. So every cycle must pass a feedback that lives in
+    the innermost scope holding the whole cycle. Checked by strongly connected components:
+    each component needs such a feedback; cutting through those feedbacks, whatever cycles
+    remain (deeper in nested scopes) are checked the same way.
+    """
+    successors: dict[str, set[str]] = {name: set() for name in spec.nodes}
+    for name, sources in inputs_of.items():
+        for src, _port in sources:
+            successors[src].add(name)
+    problems: list[Problem] = []
+    _check_component(spec, set(spec.nodes), successors, problems)
+    return problems
+
+
+def _scope_chain(spec: GraphSpec, scope: str | None) -> list[str | None]:
+    chain: list[str | None] = []
+    while scope is not None:
+        chain.append(scope)
+        scope = spec.scopes[scope].parent
+    chain.append(None)
+    return chain[::-1]  # root first
+
+
+def _innermost_common(spec: GraphSpec, nodes: set[str]) -> str | None:
+    chains = [_scope_chain(spec, spec.nodes[n].scope) for n in nodes]
+    common: str | None = None
+    for level in zip(*chains, strict=False):
+        if len(set(level)) != 1:
+            break
+        common = level[0]
+    return common
+
+
+def _check_component(
+    spec: GraphSpec, nodes: set[str], successors: dict[str, set[str]], problems: list[Problem]
+) -> None:
+    for component in _components(nodes, successors):
+        scope = _innermost_common(spec, component)
+        feedbacks = {
+            n for n in component if spec.nodes[n].op == "feedback" and spec.nodes[n].scope == scope
+        }
+        if not feedbacks:
+            members = ", ".join(sorted(component))
+            where = "the root scope" if scope is None else f"scope {scope!r}"
+            problems.append(
+                Problem(
+                    "/edges",
+                    f"the cycle through {members} does not pass a feedback of {where}, so "
+                    "records could return at the same time",
+                )
+            )
+            continue
+        cut = {n: (set() if n in feedbacks else successors[n] & component) for n in component}
+        _check_component(spec, component, cut, problems)
+
+
+def _components(nodes: set[str], successors: dict[str, set[str]]) -> list[set[str]]:
+    """The strongly connected components of ``nodes`` that contain a cycle."""
+    from service.progress import Source, Target
+
+    ordered = sorted(nodes)
+    index = {name: i + 1 for i, name in enumerate(ordered)}
     reach = Builder()
-    for name in names:
-        node = spec.nodes[name]
-        kind = CATALOGUE[node.op]
-        ins = len(inputs_of[name])
-        outs = (
-            int(node.params.get(kind.outputs, 1))
-            if isinstance(kind.outputs, str)
-            else (kind.outputs)
-        )
-        summary = 1 if node.op == "feedback" else 0
-        reach.add_node(index[name], ins, outs, [{o: _chain(summary) for o in range(outs)}] * ins)
-    for name in names:
-        for port, (src, out) in enumerate(inputs_of[name]):
-            reach.add_edge(Source(index[src], out), Target(index[name], port))
-    cycle = reach.find_cycles()
-    if not cycle:
-        return []
-    involved = sorted({names[loc.node - 1] for pair in cycle for loc in pair})
-    return [
-        Problem(
-            "/edges",
-            "a cycle does not pass a feedback, so records could return at the same time: "
-            + " -> ".join(involved),
-        )
-    ]
+    for name in ordered:
+        reach.add_node(index[name], 1, 1, [{0: _chain(0)}])
+    for name in ordered:
+        for follower in sorted(successors.get(name, set()) & nodes):
+            reach.add_edge(Source(index[name], 0), Target(index[follower], 0))
+    transitions = reach.find_cycles()
+    # Group the cyclic nodes by component: nodes joined by a cyclic transition.
+    groups: dict[str, set[str]] = {}
+    for start, end in transitions:
+        a, b = ordered[start.node - 1], ordered[end.node - 1]
+        group = groups.get(a, {a}) | groups.get(b, {b})
+        for member in group:
+            groups[member] = group
+    unique: list[set[str]] = []
+    for group in groups.values():
+        if group not in unique:
+            unique.append(group)
+    return unique
 
 
 def _chain(summary: int) -> Antichain[Hashable]:
@@ -654,6 +741,20 @@ def _build_order(spec: GraphSpec, inputs_of: dict[str, list[tuple[str, int]]]) -
     return order
 
 
+def _describe_param(param: Param) -> dict[str, Any]:
+    described: dict[str, Any] = {"kind": param.kind, "required": param.required}
+    if param.kind == "expr":
+        described["variables"] = list(param.variables)
+        if param.result:
+            described["result"] = [t for t in param.result if t != "dyn"]
+    elif param.kind == "int":
+        described["minimum"] = param.minimum
+        described["maximum"] = param.maximum
+    else:
+        described["choices"] = list(param.choices)
+    return described
+
+
 def describe_catalogue() -> list[dict[str, Any]]:
     """The operators graphs may use, as JSON (for documentation and the API)."""
     return [
@@ -661,10 +762,7 @@ def describe_catalogue() -> list[dict[str, Any]]:
             "op": kind.name,
             "inputs": kind.inputs if kind.inputs is not None else "1 or more",
             "outputs": kind.outputs,
-            "params": {
-                name: {"kind": p.kind, "required": p.required, "variables": list(p.variables)}
-                for name, p in kind.params.items()
-            },
+            "params": {name: _describe_param(p) for name, p in kind.params.items()},
         }
         for kind in CATALOGUE.values()
     ]

@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,127}$")
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,127}")
 MAX_NODES = 1000
 """The most nodes a graph may have."""
 
@@ -74,11 +74,13 @@ class PortRef:
 
 @dataclass(frozen=True, slots=True)
 class EdgeSpec:
-    """An edge from an output port to an input port; ``pointer`` locates it in the graph."""
+    """An edge from an output port to an input port; the pointers locate it and its ends."""
 
     source: PortRef
     target: PortRef
     pointer: str
+    source_pointer: str = ""
+    target_pointer: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,7 +149,7 @@ def _parse_port(value: Any, pointer: str, problems: list[Problem]) -> PortRef | 
         problems.append(Problem(pointer, 'a port is a string "node" or "node:port"'))
         return None
     name, _, port = value.rpartition(":") if ":" in value else (value, "", "0")
-    if not _NAME.match(name) or not port.isdigit() or len(port) > 4:
+    if not _NAME.fullmatch(name) or not (port.isascii() and port.isdigit()) or len(port) > 4:
         problems.append(Problem(pointer, f'"{value}" is not a port ("node" or "node:port")'))
         return None
     return PortRef(name, int(port))
@@ -162,7 +164,7 @@ def parse_graph(document: Any) -> GraphSpec:
     problems.extend(
         Problem(f"/{escape(str(key))}", f"unknown field {key!r}")
         for key in document
-        if key not in known
+        if not isinstance(key, str) or key not in known
     )
     time = _parse_time(document.get("time", "u64"), "/time", problems)
 
@@ -172,14 +174,14 @@ def parse_graph(document: Any) -> GraphSpec:
         problems.append(Problem("/scopes", "scopes must be an object of named scopes"))
         raw_scopes = {}
     for name, scope in raw_scopes.items():
-        pointer = f"/scopes/{escape(name)}"
-        if not _NAME.match(name):
+        pointer = f"/scopes/{escape(str(name))}"
+        if not isinstance(name, str) or not _NAME.fullmatch(name):
             problems.append(Problem(pointer, f"{name!r} is not a valid name"))
             continue
         if not isinstance(scope, dict):
             problems.append(Problem(pointer, "a scope must be an object"))
             continue
-        extra = set(scope) - {"kind", "parent"}
+        extra = {str(k) for k in scope} - {"kind", "parent"}
         problems.extend(
             Problem(f"{pointer}/{escape(key)}", f"unknown field {key!r}") for key in sorted(extra)
         )
@@ -211,8 +213,8 @@ def parse_graph(document: Any) -> GraphSpec:
     if len(raw_nodes) > MAX_NODES:
         problems.append(Problem("/nodes", f"at most {MAX_NODES} nodes are allowed"))
     for name, node in raw_nodes.items():
-        pointer = f"/nodes/{escape(name)}"
-        if not _NAME.match(name):
+        pointer = f"/nodes/{escape(str(name))}"
+        if not isinstance(name, str) or not _NAME.fullmatch(name):
             problems.append(Problem(pointer, f"{name!r} is not a valid name"))
             continue
         if not isinstance(node, dict):
@@ -226,7 +228,11 @@ def parse_graph(document: Any) -> GraphSpec:
         if scope is not None and (not isinstance(scope, str) or scope not in scopes):
             problems.append(Problem(f"{pointer}/scope", f"no scope {scope!r}"))
             scope = None
-        params = {k: v for k, v in node.items() if k not in ("op", "scope")}
+        bad_keys = [k for k in node if not isinstance(k, str)]
+        problems.extend(
+            Problem(f"{pointer}/{escape(str(k))}", f"unknown field {k!r}") for k in bad_keys
+        )
+        params = {k: v for k, v in node.items() if isinstance(k, str) and k not in ("op", "scope")}
         nodes[name] = NodeSpec(name, op, params, scope, pointer)
 
     edges: list[EdgeSpec] = []
@@ -238,17 +244,19 @@ def parse_graph(document: Any) -> GraphSpec:
         pointer = f"/edges/{index}"
         if isinstance(edge, dict) and set(edge) == {"from", "to"}:
             pair = [edge["from"], edge["to"]]
+            ends = (f"{pointer}/from", f"{pointer}/to")
         elif isinstance(edge, list) and len(edge) == 2:
             pair = edge
+            ends = (f"{pointer}/0", f"{pointer}/1")
         else:
             problems.append(
                 Problem(pointer, 'an edge is ["from:port", "to:port"] or {"from": .., "to": ..}')
             )
             continue
-        source = _parse_port(pair[0], f"{pointer}/0", problems)
-        target = _parse_port(pair[1], f"{pointer}/1", problems)
+        source = _parse_port(pair[0], ends[0], problems)
+        target = _parse_port(pair[1], ends[1], problems)
         if source is not None and target is not None:
-            edges.append(EdgeSpec(source, target, pointer))
+            edges.append(EdgeSpec(source, target, pointer, ends[0], ends[1]))
     if problems:
         raise GraphError(problems)
     return GraphSpec(time, nodes, edges, scopes)
