@@ -2,10 +2,12 @@
 
 An input of a dataflow is an operator on one worker (its *owner*) holding a capability at
 the input's time. Each producer *session* holds a capability of its own, at or after the
-input's time: the input's frontier is the meet of its open sessions' times (and stays where
-it is while none is open, until the input is closed). A session pushes batches of
-``[time, record]`` pairs, each with a sequence number; a batch is checked whole before any
-record is sent, so it is applied entirely or not at all.
+input's time. As sessions advance or close, the input's time follows the meet of the open
+sessions' times (so its frontier is that meet); a new session may start at the input's time
+or later, and while no session is open the input stays where it is, until it is closed.
+
+A session pushes batches of ``[time, record]`` pairs, each with a sequence number; a batch
+is checked whole before any record is sent, so it is applied entirely or not at all.
 
 A *transaction* stages records on the server; committing it (through the session that holds
 the capability for their times) sends them all at once and may advance the session in the
@@ -24,7 +26,7 @@ from typing import Any
 from operators import Capability, OperatorBuilder, OutputPort, Stream
 from service.app.errors import Conflict, Gone, Invalid, LimitExceeded, NotFound
 from service.app.settings import Limits
-from service.progress import Product, check_time, less_equal
+from service.progress import Product, check_time, less_equal, minimum_like
 from service.runtime import Interest
 
 
@@ -76,6 +78,7 @@ class ProducerInput:
 
     def __init__(self, name: str, output: OutputPort, base: Capability, limits: Limits) -> None:
         self.name = name
+        self._minimum = minimum_like(base.time)
         self._output = output
         self._base: Capability | None = base
         self._limits = limits
@@ -147,7 +150,7 @@ class ProducerInput:
             )
         time = base.time if start is None else start
         if start is not None:
-            _check(start)
+            _check(start, like=self._minimum)
             if not less_equal(base.time, start):
                 raise Conflict(
                     f"cannot open a session at {start!r}: input {self.name!r} is already at "
@@ -203,7 +206,7 @@ class ProducerInput:
         return self._ack(None, None, 0)
 
     def _advance(self, session: Session, time: Hashable) -> None:
-        _check(time)
+        _check(time, like=self._minimum)
         if not less_equal(session.time, time):
             raise Conflict(
                 f"cannot advance the session from {session.time!r} to the earlier {time!r}"
@@ -225,7 +228,7 @@ class ProducerInput:
     def _validate(self, session: Session, batch: list[tuple[Hashable, Any]], what: str) -> None:
         time = session.time
         for index, (at, _record) in enumerate(batch):
-            _check(at, f"record {index}")
+            _check(at, f"record {index}", self._minimum)
             if not less_equal(time, at):
                 raise Conflict(
                     f"record {index} is at {at!r}, before the session's time {time!r}: the "
@@ -260,7 +263,7 @@ class ProducerInput:
                 f"({self._limits.max_staged_records_per_input}) staged records"
             )
         for index, (at, _record) in enumerate(batch):
-            _check(at, f"record {index}")
+            _check(at, f"record {index}", self._minimum)
             if not less_equal(base.time, at):
                 raise Conflict(
                     f"record {index} is at {at!r}, before input {self.name!r}'s time "
@@ -309,7 +312,7 @@ class ProducerInput:
         batch = [r for t in transaction_ids for r in self.transactions[t].records]
         self._validate(session, batch, "commit")
         if advance_to is not None:
-            _check(advance_to)
+            _check(advance_to, like=self._minimum)
             if not less_equal(session.time, advance_to):
                 raise Conflict(
                     f"cannot advance the session from {session.time!r} to the earlier "
@@ -342,11 +345,21 @@ class ProducerInput:
         self._base = None
 
 
-def _check(time: Hashable, where: str = "the time") -> None:
+def _check(time: Hashable, where: str = "the time", like: Hashable = None) -> None:
     try:
         check_time(time)
     except (TypeError, ValueError) as error:
         raise Invalid(f"{where}: {error}") from None
+    if like is not None and not _same_shape(time, like):
+        raise Invalid(f"{where}: {time!r} is not a time of this input's domain (like {like!r})")
+
+
+def _same_shape(time: Hashable, like: Hashable) -> bool:
+    if type(like) is int:
+        return type(time) is int
+    if isinstance(like, Product) and isinstance(time, Product):
+        return _same_shape(time.outer, like.outer) and _same_shape(time.inner, like.inner)
+    return False
 
 
 def producer_input(

@@ -80,10 +80,11 @@ class DataflowManager:
         self.limits = settings.limits
         self.dataflows: dict[str, DataflowRecord] = {}
         self._workers: list[Worker] = []
-        self._sequencers: list[Sequencer[tuple[str, str]]] = []
+        self._sequencers: list[Sequencer[tuple[str, str, int]]] = []
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = False
         self._failure: BaseException | None = None
+        self._after_scheduled = False
         self.frontier_watchers: dict[str, list[FrontierWatch]] = {}
 
     # ----------------------------------------------------------------- lifecycle
@@ -93,7 +94,7 @@ class DataflowManager:
         peers = self.settings.workers
         fabric = Fabric(peers)
         self._workers = [Worker(i, peers, fabric) for i in range(peers)]
-        self._sequencers = [Sequencer[tuple[str, str]](worker) for worker in self._workers]
+        self._sequencers = [Sequencer[tuple[str, str, int]](worker) for worker in self._workers]
         loop = asyncio.get_running_loop()
         self._tasks = [
             loop.create_task(self._run(worker, sequencer), name=f"frontier-worker-{worker.index}")
@@ -124,7 +125,7 @@ class DataflowManager:
         """Whether the workers are running."""
         return bool(self._tasks) and not self._stopping and self._failure is None
 
-    async def _run(self, worker: Worker, sequencer: Sequencer[tuple[str, str]]) -> None:
+    async def _run(self, worker: Worker, sequencer: Sequencer[tuple[str, str, int]]) -> None:
         try:
             while True:
                 command = sequencer.next()
@@ -132,8 +133,10 @@ class DataflowManager:
                     self._apply(worker, command)
                     command = sequencer.next()
                 await worker.step()
-                if worker.index == 0:
-                    self._after_step()
+                if not self._after_scheduled:
+                    # Once per turn of the loop, whichever worker moved things.
+                    self._after_scheduled = True
+                    asyncio.get_running_loop().call_soon(self._after_step)
         except asyncio.CancelledError:
             raise
         except BaseException as error:  # a bug in the engine: fail every request clearly
@@ -142,18 +145,23 @@ class DataflowManager:
 
     # ----------------------------------------------------------------- commands
 
-    def _apply(self, worker: Worker, command: tuple[str, str]) -> None:
-        kind, dataflow_id = command
+    def _apply(self, worker: Worker, command: tuple[str, str, int]) -> None:
+        kind, dataflow_id, index = command
+        if kind == "drop":
+            # The index travels with the command: the record may be gone already.
+            worker.drop_dataflow(index)
         record = self.dataflows.get(dataflow_id)
         if record is None:
             return
         if kind == "create":
             self._build(worker, record)
-        elif kind == "drop" and record.index >= 0:
-            worker.drop_dataflow(record.index)
         record.applied += 1
+        if record.applied < len(self._workers):
+            return
+        if kind == "create" and record.status == "creating":
+            record.status = "running"
         ready = record.ready
-        if record.applied == len(self._workers) and ready is not None and not ready.done():
+        if ready is not None and not ready.done():
             ready.set_result(None)
 
     def _build(self, worker: Worker, record: DataflowRecord) -> None:
@@ -192,9 +200,14 @@ class DataflowManager:
         record.status = "failed"
         record.error = f"{type(error).__name__}: {error}"
         # Every worker must drop it, at the same point in the command order.
-        self._sequencers[0].push(("drop", record.id))
+        self._sequencers[0].push(("drop", record.id, record.index))
+        reason = f"the dataflow failed: {record.error}"
+        for producer in record.inputs.values():
+            producer.dropped = True
         for log in record.outputs.values():
-            log.close(f"the dataflow failed: {record.error}")
+            log.close(reason)
+        for watch in self.frontier_watchers.pop(record.id, []):
+            watch.close(reason)
 
     async def _command(self, kind: str, record: DataflowRecord) -> None:
         if not self.running:
@@ -202,7 +215,7 @@ class DataflowManager:
         loop = asyncio.get_running_loop()
         record.ready = loop.create_future()
         record.applied = 0
-        self._sequencers[0].push((kind, record.id))
+        self._sequencers[0].push((kind, record.id, record.index))
         await record.ready
 
     # ----------------------------------------------------------------- dataflows
@@ -218,6 +231,8 @@ class DataflowManager:
     async def create(self, tenant: str, graph: Any, name: str | None = None) -> DataflowRecord:
         """Check, compile and build a graph on every worker."""
         plan = self.compile(graph)
+        if not self.running:
+            raise Gone("the service is not running")
         owned = sum(1 for r in self.dataflows.values() if r.tenant == tenant)
         if owned >= self.limits.max_dataflows_per_tenant:
             raise LimitExceeded(
@@ -226,8 +241,6 @@ class DataflowManager:
         record = DataflowRecord(uuid.uuid4().hex, tenant, name or "", graph, plan)
         self.dataflows[record.id] = record
         await self._command("create", record)
-        if record.status == "creating":
-            record.status = "running"
         return record
 
     def get(self, tenant: str, dataflow_id: str) -> DataflowRecord:
@@ -371,7 +384,8 @@ class DataflowManager:
             watchers.remove(watch)
 
     def _after_step(self) -> None:
-        """After each step of worker 0: report frontier changes, notice completed dataflows."""
+        """After workers stepped: report frontier changes, notice completed dataflows."""
+        self._after_scheduled = False
         for dataflow_id, watchers in list(self.frontier_watchers.items()):
             record = self.dataflows.get(dataflow_id)
             if record is None or not watchers:

@@ -152,7 +152,15 @@ class OutputLog:
         The backlog is the retained records at ``start`` or later, then the current frontier
         (as progress relative to the start of time).
         """
-        subscriber = Subscriber(limit=max(limit, 1))
+        subscriber = Subscriber(
+            limit=max(limit, 1),
+            resume=[self.minimum],
+            seen=MutableAntichain([(self.minimum, 1)]),
+        )
+        if self.closed_reason is not None:
+            subscriber.closed = self.closed_reason
+            subscriber.wake.set()
+            return subscriber
         initial = [(t, 1) for t in self._frontier.frontier()]
         initial.append((self.minimum, -1))
         consolidated: dict[Hashable, int] = {}
