@@ -1,0 +1,306 @@
+"""The ``frontier`` command: serve, submit, push, watch, tail (and the progress-core demo).
+
+Every client command talks to a server at ``--url`` (default ``$FRONTIER_URL`` or
+``http://127.0.0.1:8080``) with ``--token`` (default ``$FRONTIER_TOKEN``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+import orjson
+import yaml
+
+from api.client import AsyncClient, FrontierError
+
+DEMO_GRAPH: dict[str, Any] = {
+    "name": "word lengths",
+    "nodes": {
+        "words": {"op": "input"},
+        "lengths": {"op": "map", "expr": "size(r)"},
+        "histogram": {"op": "count_by", "key": "r"},
+        "counts": {"op": "output"},
+    },
+    "edges": [["words", "lengths"], ["lengths", "histogram"], ["histogram", "counts"]],
+}
+"""The dataflow ``frontier serve --demo`` creates: counts of word lengths per time."""
+
+
+def _url(url: str | None) -> str:
+    return url or os.environ.get("FRONTIER_URL", "http://127.0.0.1:8080")
+
+
+def _token(token: str | None) -> str | None:
+    return token or os.environ.get("FRONTIER_TOKEN") or None
+
+
+def _load(path: str) -> Any:
+    text = Path(path).read_text() if path != "-" else sys.stdin.read()
+    if path.endswith((".yaml", ".yml")):
+        return yaml.safe_load(text)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return yaml.safe_load(text)
+
+
+def _fail(error: FrontierError) -> None:
+    click.echo(f"error {error.status}: {error.problem.get('detail')}", err=True)
+    for problem in error.problem.get("problems") or []:
+        click.echo(f"  {problem.get('pointer') or '/'}: {problem.get('detail')}", err=True)
+    raise SystemExit(1)
+
+
+url_option = click.option("--url", help="The server (default $FRONTIER_URL or local 8080).")
+token_option = click.option("--token", help="A bearer token (default $FRONTIER_TOKEN).")
+
+
+@click.group()
+def main() -> None:
+    """Frontier: timely dataflow as a service."""
+
+
+@main.command()
+@click.option("--host", default=lambda: os.environ.get("FRONTIER_HOST", "127.0.0.1"))
+@click.option("--port", type=int, default=lambda: int(os.environ.get("FRONTIER_PORT", "8080")))
+@click.option("--workers", type=int, default=lambda: int(os.environ.get("FRONTIER_WORKERS", "1")))
+@click.option("--data-dir", default=lambda: os.environ.get("FRONTIER_DATA_DIR", ".frontier"))
+@click.option("--config", "config_file", help="A YAML/JSON file of settings and limits.")
+@click.option(
+    "--token",
+    "tokens",
+    multiple=True,
+    help="TOKEN=TENANT (repeatable; also $FRONTIER_TOKENS, comma-separated).",
+)
+@click.option("--demo", is_flag=True, help="Create a demo dataflow at startup.")
+def serve(
+    host: str,
+    port: int,
+    workers: int,
+    data_dir: str,
+    config_file: str | None,
+    tokens: tuple[str, ...],
+    demo: bool,
+) -> None:
+    """Start the server."""
+    import logging
+
+    from service.app import Limits, Settings
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    config: dict[str, Any] = _load(config_file) if config_file else {}
+    pairs = list(tokens) + [t for t in os.environ.get("FRONTIER_TOKENS", "").split(",") if t]
+    token_map = dict(config.get("tokens", {}))
+    for pair in pairs:
+        token, _, tenant = pair.partition("=")
+        token_map[token] = tenant or "default"
+    settings = Settings(
+        host=config.get("host", host),
+        port=int(config.get("port", port)),
+        workers=int(config.get("workers", workers)),
+        data_dir=config.get("data_dir", data_dir),
+        tokens=token_map,
+        limits=Limits(**config.get("limits", {})),
+    )
+    asyncio_run(_serve(settings, demo))
+
+
+def asyncio_run(coroutine: Any) -> Any:
+    """Run on uvloop."""
+    import uvloop
+
+    return uvloop.run(coroutine)
+
+
+async def _serve(settings: Any, demo: bool) -> None:
+    from aiohttp import web
+
+    from api.server import create_app
+    from api.server.app import MANAGER
+
+    app = create_app(settings)
+    runner = web.AppRunner(app, shutdown_timeout=10.0)
+    await runner.setup()
+    site = web.TCPSite(runner, settings.host, settings.port)
+    await site.start()
+    base = f"http://{settings.host}:{settings.port}"
+    click.echo(f"Frontier is serving on {base} with {settings.workers} worker(s)")
+    if demo:
+        tenant = next(iter(settings.tokens.values()), "default")
+        record = await app[MANAGER].create(tenant, DEMO_GRAPH, "demo")
+        path = f"/v1/dataflows/{record.id}"
+        click.echo(
+            "\nA demo dataflow counts word lengths per time. Try, in another terminal:\n"
+            f"  session=$(curl -s -XPOST {base}{path}/inputs/words/sessions -d '{{}}' "
+            "| python3 -c 'import json,sys; print(json.load(sys.stdin)[\"session\"])')\n"
+            f"  curl -s -XPOST {base}{path}/inputs/words/sessions/$session/push "
+            '-d \'{"seq": 1, "records": [[0, "timely"], [0, "data"], [1, "flow"]]}\'\n'
+            f"  curl -s -XPOST {base}{path}/inputs/words/sessions/$session/advance "
+            "-d '{\"time\": 2}'\n"
+            f"  curl -s '{base}{path}/outputs/counts/times'\n"
+            f"  frontier watch {record.id}     # live frontiers\n"
+            f"  frontier tail {record.id} counts\n"
+        )
+    stop = asyncio.Event()
+    try:
+        import signal
+
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+    finally:
+        click.echo("shutting down: closing sockets, draining, stopping workers")
+        await runner.cleanup()
+
+
+@main.command()
+@click.argument("graph_file")
+@click.option("--name", help="A name for the dataflow.")
+@click.option("--dry-run", is_flag=True, help="Only validate and print the compiled plan.")
+@url_option
+@token_option
+def submit(
+    graph_file: str, name: str | None, dry_run: bool, url: str | None, token: str | None
+) -> None:
+    """Submit a graph (YAML or JSON file, or - for standard input)."""
+    graph = _load(graph_file)
+
+    async def go() -> Any:
+        async with AsyncClient(_url(url), _token(token)) as client:
+            if dry_run:
+                return await client.plan(graph)
+            return await client.create_dataflow(graph, name)
+
+    try:
+        result = asyncio_run(go())
+    except FrontierError as error:
+        _fail(error)
+    click.echo(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode())
+
+
+@main.command()
+@click.argument("dataflow")
+@click.argument("input_name")
+@click.argument("records_file")
+@click.option("--batch", type=int, default=1000, help="Records per request.")
+@click.option("--close", "close_session", is_flag=True, help="Close the session at the end.")
+@url_option
+@token_option
+def push(
+    dataflow: str,
+    input_name: str,
+    records_file: str,
+    batch: int,
+    close_session: bool,
+    url: str | None,
+    token: str | None,
+) -> None:
+    """Push a file of JSON lines ``[time, record]`` into an input, with a progress bar.
+
+    Times must not decrease through the file; the session advances past each time once the
+    file moves beyond it.
+    """
+    from rich.progress import Progress
+
+    lines = (
+        Path(records_file).read_text().splitlines()
+        if records_file != "-"
+        else sys.stdin.read().splitlines()
+    )
+    records = [orjson.loads(line) for line in lines if line.strip()]
+
+    async def go() -> None:
+        async with AsyncClient(_url(url), _token(token)) as client:
+            session = await client.session(dataflow, input_name)
+            with Progress() as progress:
+                task = progress.add_task("pushing", total=len(records))
+                for start in range(0, len(records), batch):
+                    chunk = records[start : start + batch]
+                    await session.push(chunk)
+                    least = chunk[0][0]
+                    if (
+                        isinstance(least, int)
+                        and isinstance(session.time, int)
+                        and least > session.time
+                    ):
+                        await session.advance(least)
+                    progress.advance(task, len(chunk))
+            if close_session:
+                await session.close()
+
+    try:
+        asyncio_run(go())
+    except FrontierError as error:
+        _fail(error)
+
+
+@main.command()
+@click.argument("dataflow")
+@click.option("--operators", is_flag=True, help="Every operator's frontier too.")
+@url_option
+@token_option
+def watch(dataflow: str, operators: bool, url: str | None, token: str | None) -> None:
+    """Show a dataflow's frontiers live."""
+    from rich.live import Live
+    from rich.table import Table
+
+    state: dict[str, Any] = {}
+
+    def render() -> Table:
+        table = Table(title=f"frontiers of {dataflow}")
+        table.add_column("location")
+        table.add_column("frontier")
+        for location, frontier in state.items():
+            table.add_row(location, json.dumps(frontier) if frontier else "[] (complete)")
+        return table
+
+    async def go() -> None:
+        async with AsyncClient(_url(url), _token(token)) as client:
+            with Live(render(), refresh_per_second=8) as live:
+                async for event in client.frontiers(dataflow, operators):
+                    if event.get("type") == "frontier":
+                        state[event["location"]] = event["frontier"]
+                        live.update(render())
+                    elif event.get("type") == "closed":
+                        click.echo(f"closed: {event.get('reason')}")
+
+    try:
+        asyncio_run(go())
+    except FrontierError as error:
+        _fail(error)
+
+
+@main.command()
+@click.argument("dataflow")
+@click.argument("output")
+@click.option("--from", "start", help="Resume from this time (JSON).")
+@url_option
+@token_option
+def tail(dataflow: str, output: str, start: str | None, url: str | None, token: str | None) -> None:
+    """Print an output's records as they arrive, one JSON line per batch."""
+    begin = None if start is None else orjson.loads(start)
+
+    async def go() -> None:
+        async with AsyncClient(_url(url), _token(token)) as client:
+            async for event in client.events(dataflow, output, begin):
+                click.echo(orjson.dumps(event).decode())
+
+    try:
+        asyncio_run(go())
+    except FrontierError as error:
+        _fail(error)
+
+
+@main.command()
+def demo() -> None:
+    """The progress-core demo: frontiers moving around a loop, no server."""
+    from service.demo import main as demo_main
+
+    demo_main()

@@ -1,0 +1,322 @@
+"""A client for the HTTP and WebSocket API (``docs/api.md``).
+
+:class:`AsyncClient` is the asyncio client; :class:`Client` offers the same calls blocking,
+running an event loop of its own in a background thread (for scripts, the CLI and Spark
+tasks). Errors come back as :class:`FrontierError` carrying the server's problem document.
+Times are given and returned in their JSON form: integers, or ``[outer, inner]`` arrays.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import threading
+from collections.abc import AsyncIterator, Coroutine, Iterator
+from typing import Any, TypeVar
+
+import aiohttp
+import orjson
+
+T = TypeVar("T")
+
+
+class FrontierError(Exception):
+    """The server refused a request; ``problem`` is its problem+json document."""
+
+    def __init__(self, status: int, problem: dict[str, Any]) -> None:
+        self.status = status
+        self.problem = problem
+        detail = problem.get("detail") or problem.get("title") or "error"
+        super().__init__(f"{status}: {detail}")
+
+
+class AsyncClient:
+    """Talks to one Frontier server. Use as ``async with AsyncClient(url) as client``."""
+
+    def __init__(self, url: str, token: str | None = None, timeout: float = 30.0) -> None:
+        self.url = url.rstrip("/")
+        self._headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._timeout = aiohttp.ClientTimeout(total=timeout)
+        self._session: aiohttp.ClientSession | None = None
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *_exc: object) -> None:
+        await self.close()
+
+    def _http(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            self._session = aiohttp.ClientSession(
+                headers=self._headers,
+                timeout=self._timeout,
+                json_serialize=lambda v: orjson.dumps(v).decode(),
+            )
+        return self._session
+
+    async def close(self) -> None:
+        """Close the connections."""
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def request(
+        self, method: str, path: str, body: Any = None, params: dict[str, str] | None = None
+    ) -> Any:
+        """One request; the decoded JSON answer (``None`` for 204), or :class:`FrontierError`."""
+        data = None if body is None else orjson.dumps(body)
+        headers = {"Content-Type": "application/json"} if data is not None else None
+        async with self._http().request(
+            method, self.url + path, data=data, params=params, headers=headers
+        ) as response:
+            raw = await response.read()
+            if response.status >= 400:
+                try:
+                    problem = orjson.loads(raw)
+                except orjson.JSONDecodeError:
+                    problem = {"detail": raw.decode(errors="replace")}
+                raise FrontierError(response.status, problem)
+            return None if response.status == 204 or not raw else orjson.loads(raw)
+
+    # ----------------------------------------------------------------- dataflows
+
+    async def create_dataflow(self, graph: dict[str, Any], name: str | None = None) -> Any:
+        """Submit a graph; the created dataflow."""
+        return await self.request("POST", "/v1/dataflows", {"name": name, "graph": graph})
+
+    async def plan(self, graph: dict[str, Any]) -> Any:
+        """Validate a graph without creating it; its compiled plan."""
+        answer = await self.request(
+            "POST", "/v1/dataflows", {"graph": graph}, params={"dry_run": "true"}
+        )
+        return answer["plan"]
+
+    async def dataflows(self, page: int = 100) -> list[Any]:
+        """Every dataflow of this tenant (following pagination)."""
+        items: list[Any] = []
+        params = {"limit": str(page)}
+        while True:
+            answer = await self.request("GET", "/v1/dataflows", params=params)
+            items.extend(answer["items"])
+            if answer["next_cursor"] is None:
+                return items
+            params = {"limit": str(page), "cursor": answer["next_cursor"]}
+
+    async def dataflow(self, dataflow: str, operators: bool = True) -> Any:
+        """One dataflow in full."""
+        return await self.request(
+            "GET", f"/v1/dataflows/{dataflow}", params={"operators": str(operators).lower()}
+        )
+
+    async def drop(self, dataflow: str) -> None:
+        """Drop a dataflow."""
+        await self.request("DELETE", f"/v1/dataflows/{dataflow}")
+
+    # ----------------------------------------------------------------- producing
+
+    async def session(self, dataflow: str, input: str, start: Any = None) -> AsyncSession:
+        """Open a producer session on an input."""
+        path = f"/v1/dataflows/{dataflow}/inputs/{input}"
+        answer = await self.request("POST", f"{path}/sessions", {"start": start})
+        return AsyncSession(self, path, answer["session"], answer["time"])
+
+    async def stage(self, dataflow: str, input: str, transaction: str, records: list[Any]) -> int:
+        """Stage ``[time, record]`` pairs in a transaction; its size."""
+        answer = await self.request(
+            "PUT",
+            f"/v1/dataflows/{dataflow}/inputs/{input}/transactions/{transaction}",
+            {"records": records},
+        )
+        return int(answer["staged"])
+
+    async def abort(self, dataflow: str, input: str, transaction: str) -> int:
+        """Discard a transaction; how many records it had."""
+        answer = await self.request(
+            "DELETE", f"/v1/dataflows/{dataflow}/inputs/{input}/transactions/{transaction}"
+        )
+        return int(answer["discarded"])
+
+    async def close_input(self, dataflow: str, input: str) -> None:
+        """Close an input (every session)."""
+        await self.request("POST", f"/v1/dataflows/{dataflow}/inputs/{input}/close")
+
+    # ----------------------------------------------------------------- consuming
+
+    async def times(
+        self, dataflow: str, output: str, start: Any = None, end: Any = None, page: int = 100
+    ) -> AsyncIterator[tuple[Any, list[Any]]]:
+        """Each completed ``(time, records)`` of an output in ``[start, end)``."""
+        params = {"limit": str(page)}
+        if start is not None:
+            params["from"] = orjson.dumps(start).decode()
+        if end is not None:
+            params["to"] = orjson.dumps(end).decode()
+        path = f"/v1/dataflows/{dataflow}/outputs/{output}/times"
+        while True:
+            answer = await self.request("GET", path, params=params)
+            for entry in answer["times"]:
+                yield entry["time"], entry["records"]
+            if answer["next_cursor"] is None:
+                return
+            params["cursor"] = answer["next_cursor"]
+
+    async def _stream(self, path: str, params: dict[str, str]) -> AsyncIterator[Any]:
+        async with self._http().ws_connect(self.url + path, params=params) as ws:
+            async for message in ws:
+                if message.type in (aiohttp.WSMsgType.TEXT, aiohttp.WSMsgType.BINARY):
+                    event = orjson.loads(message.data)
+                    yield event
+                    if event.get("type") == "closed":
+                        return
+
+    def frontiers(self, dataflow: str, operators: bool = False) -> AsyncIterator[Any]:
+        """Frontier events of a dataflow, as they happen."""
+        return self._stream(
+            f"/v1/dataflows/{dataflow}/frontiers", {"operators": str(operators).lower()}
+        )
+
+    def events(self, dataflow: str, output: str, start: Any = None) -> AsyncIterator[Any]:
+        """An output's capture events (from ``start`` if given), as they happen."""
+        params = {} if start is None else {"from": orjson.dumps(start).decode()}
+        return self._stream(f"/v1/dataflows/{dataflow}/outputs/{output}/events", params)
+
+
+class AsyncSession:
+    """A producer session: push batches, advance, commit transactions, close."""
+
+    def __init__(self, client: AsyncClient, input_path: str, session: str, time: Any) -> None:
+        self.client = client
+        self.id = session
+        self.time = time
+        self._path = f"{input_path}/sessions/{session}"
+        self._seq = itertools.count(1)
+
+    async def push(self, records: list[Any], seq: int | None = None) -> Any:
+        """Push ``[time, record]`` pairs (whole or nothing); the ack."""
+        number = next(self._seq) if seq is None else seq
+        return await self.client.request(
+            "POST", f"{self._path}/push", {"seq": number, "records": records}
+        )
+
+    async def advance(self, time: Any) -> Any:
+        """Advance to ``time``; the ack."""
+        ack = await self.client.request("POST", f"{self._path}/advance", {"time": time})
+        self.time = ack["session_time"]
+        return ack
+
+    async def commit(
+        self, transactions: list[str], idempotency_key: str, advance_to: Any = None
+    ) -> Any:
+        """Commit staged transactions atomically (and advance); the ack."""
+        body = {
+            "transactions": transactions,
+            "idempotency_key": idempotency_key,
+            "advance_to": advance_to,
+        }
+        return await self.client.request("POST", f"{self._path}/commit", body)
+
+    async def close(self) -> Any:
+        """Close the session."""
+        return await self.client.request("DELETE", self._path)
+
+
+class Client:
+    """The blocking client: every :class:`AsyncClient` call, run on a private loop thread."""
+
+    def __init__(self, url: str, token: str | None = None, timeout: float = 30.0) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._thread.start()
+        self.aio = AsyncClient(url, token, timeout)
+
+    def _run(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
+
+    def close(self) -> None:
+        """Close the connections and stop the loop thread."""
+        self._run(self.aio.close())
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join()
+        self._loop.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    def create_dataflow(self, graph: dict[str, Any], name: str | None = None) -> Any:
+        """Submit a graph; the created dataflow."""
+        return self._run(self.aio.create_dataflow(graph, name))
+
+    def plan(self, graph: dict[str, Any]) -> Any:
+        """Validate a graph; its plan."""
+        return self._run(self.aio.plan(graph))
+
+    def dataflows(self) -> list[Any]:
+        """Every dataflow of this tenant."""
+        return self._run(self.aio.dataflows())
+
+    def dataflow(self, dataflow: str, operators: bool = True) -> Any:
+        """One dataflow in full."""
+        return self._run(self.aio.dataflow(dataflow, operators))
+
+    def drop(self, dataflow: str) -> None:
+        """Drop a dataflow."""
+        self._run(self.aio.drop(dataflow))
+
+    def session(self, dataflow: str, input: str, start: Any = None) -> Session:
+        """Open a producer session."""
+        return Session(self, self._run(self.aio.session(dataflow, input, start)))
+
+    def stage(self, dataflow: str, input: str, transaction: str, records: list[Any]) -> int:
+        """Stage records in a transaction."""
+        return self._run(self.aio.stage(dataflow, input, transaction, records))
+
+    def abort(self, dataflow: str, input: str, transaction: str) -> int:
+        """Discard a transaction."""
+        return self._run(self.aio.abort(dataflow, input, transaction))
+
+    def close_input(self, dataflow: str, input: str) -> None:
+        """Close an input."""
+        self._run(self.aio.close_input(dataflow, input))
+
+    def times(
+        self, dataflow: str, output: str, start: Any = None, end: Any = None
+    ) -> Iterator[tuple[Any, list[Any]]]:
+        """Each completed ``(time, records)`` of an output in ``[start, end)``."""
+
+        async def collect() -> list[tuple[Any, list[Any]]]:
+            return [item async for item in self.aio.times(dataflow, output, start, end)]
+
+        return iter(self._run(collect()))
+
+
+class Session:
+    """The blocking face of :class:`AsyncSession`."""
+
+    def __init__(self, client: Client, session: AsyncSession) -> None:
+        self._client = client
+        self._session = session
+        self.id = session.id
+
+    @property
+    def time(self) -> Any:
+        """The session's time."""
+        return self._session.time
+
+    def push(self, records: list[Any], seq: int | None = None) -> Any:
+        """Push ``[time, record]`` pairs."""
+        return self._client._run(self._session.push(records, seq))
+
+    def advance(self, time: Any) -> Any:
+        """Advance to ``time``."""
+        return self._client._run(self._session.advance(time))
+
+    def commit(self, transactions: list[str], idempotency_key: str, advance_to: Any = None) -> Any:
+        """Commit staged transactions."""
+        return self._client._run(self._session.commit(transactions, idempotency_key, advance_to))
+
+    def close(self) -> Any:
+        """Close the session."""
+        return self._client._run(self._session.close())

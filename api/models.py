@@ -1,0 +1,386 @@
+"""Request bodies and WebSocket client frames: the service's only pydantic models.
+
+These are the edge of the service (``docs/api.md``, ``openapi.yaml``, ``asyncapi.yaml``):
+each body is parsed once, from bytes, with ``Model.model_validate_json(body)``, strictly
+(``"1"`` is not ``1``, ``true`` is not ``1``, ``1.0`` is not ``1``) and refusing unknown
+fields. Everything behind the edge uses plain dataclasses.
+
+Times arrive in their JSON form (an integer, or ``[outer, inner]`` arrays) and leave the
+models as engine times (``int`` or :class:`~service.progress.Product`, see :data:`Time`):
+checked and converted once, so a bad one is reported with a pointer to it, and what the
+handlers pass on is what the engine takes. :func:`time_from_json` and :func:`time_to_json`
+convert times met elsewhere (query parameters, responses).
+:func:`problem_from_validation_error` turns a :class:`~pydantic.ValidationError` into the
+``problems`` of a 422 problem document, each with an RFC 6901 JSON pointer into the body.
+
+>>> Push.model_validate_json(b'{"seq": 1, "records": [[0, "a"], [[1, 2], {"k": 1}]]}').records
+[(0, 'a'), (Product(outer=1, inner=2), {'k': 1})]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from typing import Annotated, Any, Literal, TypeAlias, cast
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    GetPydanticSchema,
+    TypeAdapter,
+    ValidationError,
+    WithJsonSchema,
+    field_validator,
+)
+from pydantic_core import PydanticCustomError, core_schema
+
+from operators.capture.event import decode_time, encode_time
+from service.progress import MAX_TIME, Product, check_time
+
+TIME_ERROR = "a time is an integer in [0, 2**64) or an array [outer, inner] of two times"
+"""The detail of every problem with a time."""
+
+
+def _product_time(value: Any) -> Product[Any, Any]:
+    """The product time of ``[outer, inner]`` (or of a Product); ``ValueError`` if not one."""
+    if isinstance(value, Product):  # only when a model is built in Python, not from JSON
+        return cast("Product[Any, Any]", time_from_json(value))
+    if type(value) is not list or len(value) != 2:
+        raise ValueError("not a product time")
+    # Checks both coordinates, recursively (EventFormatError is a ValueError).
+    return cast("Product[Any, Any]", decode_time(value))
+
+
+# The integer case (nearly every time) is checked by pydantic-core without calling Python;
+# one custom error replaces the union's per-branch errors, so the pointer is the time's own.
+_TIME_SCHEMA = core_schema.union_schema(
+    [
+        core_schema.int_schema(ge=0, le=MAX_TIME, strict=True),
+        core_schema.no_info_plain_validator_function(_product_time),
+    ],
+    mode="left_to_right",
+    custom_error_type="not_a_time",
+    custom_error_message=TIME_ERROR,
+    serialization=core_schema.plain_serializer_function_ser_schema(encode_time, when_used="json"),
+)
+
+_TIME_JSON_SCHEMA: dict[str, Any] = {
+    "title": "Time",
+    "description": TIME_ERROR + " (see schemas/time.json)",
+    "anyOf": [
+        {"type": "integer", "minimum": 0, "maximum": MAX_TIME},
+        {"type": "array", "minItems": 2, "maxItems": 2},
+    ],
+}
+
+Time: TypeAlias = Annotated[
+    int | Product[Any, Any],
+    GetPydanticSchema(lambda _source, _handler: _TIME_SCHEMA),
+    WithJsonSchema(_TIME_JSON_SCHEMA),
+]
+"""A time: parsed from an int in ``[0, 2**64)`` or ``[outer, inner]``, an int or a Product."""
+
+TimedRecord: TypeAlias = tuple[Time, Any]
+"""``[time, record]``: a record (any JSON value) with the time it is pushed at."""
+
+TransactionId: TypeAlias = Annotated[str, Field(min_length=1, max_length=200)]
+"""A transaction's name, chosen by the producer (also a path segment)."""
+
+
+class _Body(BaseModel):
+    """Strict, closed and immutable: what every body and frame model shares."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+# --------------------------------------------------------------------------- HTTP bodies
+
+
+class CreateDataflow(_Body):
+    """``POST /v1/dataflows``: a graph to check and build, with an optional name.
+
+    The graph is only required to be a JSON object here; its meaning is checked by the graph
+    compiler, which reports every problem at once (422, pointers relative to the graph).
+
+    >>> body = CreateDataflow.model_validate_json(b'{"graph": {"nodes": {}}, "name": "demo"}')
+    >>> body.name, body.graph
+    ('demo', {'nodes': {}})
+    """
+
+    name: str | None = Field(default=None, max_length=200)
+    """A label for people (not unique; the dataflow's ``id`` identifies it)."""
+    graph: dict[str, Any]
+    """The graph (``docs/graphs.md``): ``time``, ``scopes``, ``nodes``, ``edges``."""
+
+
+class OpenSession(_Body):
+    """``POST .../inputs/{input}/sessions``: open a producer session.
+
+    >>> OpenSession.model_validate_json(b'{"start": [2, 0]}').start
+    Product(outer=2, inner=0)
+    >>> OpenSession.model_validate_json(b"{}").start is None
+    True
+    """
+
+    start: Time | None = None
+    """The session's first time; by default the input's time (it may not be earlier)."""
+
+
+class Push(_Body):
+    """``POST .../sessions/{session}/push``: a batch of ``[time, record]``, whole or nothing.
+
+    The number of records is not bounded here: the server checks it against its configured
+    ``max_batch_records`` after parsing.
+
+    >>> Push.model_validate_json(b'{"seq": 3, "records": [[5, "x"]]}').records
+    [(5, 'x')]
+    """
+
+    seq: int = Field(ge=1)
+    """The batch's sequence number in its session (a retry repeats it)."""
+    records: list[TimedRecord]
+    """The records, each with its time."""
+
+
+class Advance(_Body):
+    """``POST .../sessions/{session}/advance``: move the session to a later time.
+
+    >>> Advance.model_validate_json(b'{"time": 7}')
+    Advance(time=7, seq=None)
+    """
+
+    time: Time
+    """The session's new time (not earlier than its current one)."""
+    seq: int | None = Field(default=None, ge=1)
+    """An optional sequence number, shared with the session's pushes."""
+
+
+class Stage(_Body):
+    """``PUT .../inputs/{input}/transactions/{txn}``: add records to a transaction.
+
+    >>> Stage.model_validate_json(b'{"records": [[0, 1], [0, 2]]}').records
+    [(0, 1), (0, 2)]
+    """
+
+    records: list[TimedRecord]
+    """The records to stage, each with its time."""
+
+
+class Commit(_Body):
+    """``POST .../sessions/{session}/commit``: make transactions visible at once.
+
+    The transactions must be distinct: committing one twice in a call would apply it twice.
+
+    >>> Commit.model_validate_json(
+    ...     b'{"transactions": ["t1", "t2"], "idempotency_key": "job-7", "advance_to": 4}'
+    ... ).transactions
+    ['t1', 't2']
+    """
+
+    transactions: list[TransactionId] = Field(min_length=1, max_length=1000)
+    """The staged transactions to commit, in order."""
+    idempotency_key: str = Field(min_length=1, max_length=200)
+    """Committing again with the same key (and transactions) applies once."""
+    advance_to: Time | None = None
+    """Advance the session to this time in the same step."""
+
+    @field_validator("transactions")
+    @classmethod
+    def _distinct(cls, value: list[str]) -> list[str]:
+        seen: set[str] = set()
+        for transaction in value:
+            if transaction in seen:
+                raise PydanticCustomError(
+                    "duplicate_transaction",
+                    "transaction {transaction} is listed more than once",
+                    {"transaction": repr(transaction)},
+                )
+            seen.add(transaction)
+        return value
+
+
+# --------------------------------------------------------------------------- WebSocket frames
+
+
+class PushFrame(_Body):
+    """A producer's batch over WebSocket: the :class:`Push` body with ``"type": "push"``.
+
+    >>> PushFrame.model_validate_json(b'{"type": "push", "seq": 1, "records": []}').seq
+    1
+    """
+
+    type: Literal["push"]
+    """The frame's tag."""
+    seq: int = Field(ge=1)
+    """The batch's sequence number in its session."""
+    records: list[TimedRecord]
+    """The records, each with its time."""
+
+
+class AdvanceFrame(_Body):
+    """A producer's advance over WebSocket: ``seq`` is required (acks are matched to it).
+
+    >>> AdvanceFrame.model_validate_json(b'{"type": "advance", "seq": 2, "time": [1, 0]}').time
+    Product(outer=1, inner=0)
+    """
+
+    type: Literal["advance"]
+    """The frame's tag."""
+    seq: int = Field(ge=1)
+    """The advance's sequence number, shared with the session's pushes."""
+    time: Time
+    """The session's new time."""
+
+
+class CloseFrame(_Body):
+    """A producer closing its session over WebSocket.
+
+    >>> CloseFrame.model_validate_json(b'{"type": "close"}')
+    CloseFrame(type='close')
+    """
+
+    type: Literal["close"]
+    """The frame's tag."""
+
+
+AnyClientFrame: TypeAlias = Annotated[
+    PushFrame | AdvanceFrame | CloseFrame, Field(discriminator="type")
+]
+"""What a producer may send on ``/v1/dataflows/{id}/inputs/{input}/push``, tagged by ``type``."""
+
+_CLIENT_FRAME_TITLE = "ClientFrame"
+_FRAME_TAGS = frozenset({"push", "advance", "close"})
+
+ClientFrame: TypeAdapter[PushFrame | AdvanceFrame | CloseFrame] = TypeAdapter(
+    AnyClientFrame, config=ConfigDict(title=_CLIENT_FRAME_TITLE)
+)
+"""Parses a client frame: ``ClientFrame.validate_json(data)`` is a :data:`AnyClientFrame`."""
+
+
+# --------------------------------------------------------------------------- times
+
+
+def time_from_json(value: object) -> int | Product[Any, Any]:
+    """The engine time of a JSON time: an int, or a :class:`Product` for ``[outer, inner]``.
+
+    It is idempotent: an engine time (what the models' :data:`Time` fields hold) is checked
+    and returned as it is.
+
+    Args:
+        value: A decoded JSON value (``orjson.loads``), or an engine time.
+
+    Returns:
+        The time, as the engine compares and hashes it.
+
+    Raises:
+        ValueError: ``value`` is not a time (a string, a float, a bool, a negative or too
+            large integer, or an array that is not two times).
+
+    >>> time_from_json(5), time_from_json([[1, 0], 2])
+    (5, Product(outer=Product(outer=1, inner=0), inner=2))
+    >>> time_from_json("5")
+    Traceback (most recent call last):
+    ...
+    operators.capture.event.EventFormatError: not a time: '5'
+    """
+    if isinstance(value, Product):
+        try:
+            check_time(value)
+        except TypeError as error:
+            raise ValueError(f"not a time: {value!r}") from error
+        return value
+    return cast("int | Product[Any, Any]", decode_time(value))
+
+
+def time_to_json(time: Hashable) -> int | list[Any]:
+    """The JSON form of an engine time: the inverse of :func:`time_from_json`.
+
+    Args:
+        time: An int in ``[0, 2**64)`` or a :class:`Product` of times.
+
+    Returns:
+        The int, or ``[outer, inner]`` (nested for nested products).
+
+    Raises:
+        TypeError: ``time`` is not an int or a product.
+        ValueError: an integer coordinate is outside ``[0, 2**64)``.
+
+    >>> time_to_json(Product(Product(1, 0), 2))
+    [[1, 0], 2]
+    """
+    return cast("int | list[Any]", encode_time(time))
+
+
+# --------------------------------------------------------------------------- problems
+
+
+def _pointer(loc: tuple[int | str, ...]) -> str:
+    """The RFC 6901 JSON pointer of a pydantic ``loc`` (``~`` and ``/`` escaped)."""
+    return "".join(
+        "/" + str(token).replace("~", "~0").replace("/", "~1")
+        for token in loc
+        if token != "[key]"  # pydantic marks a dict key's own error; the key is the place
+    )
+
+
+def problem_from_validation_error(error: ValidationError) -> list[dict[str, str]]:
+    """The problems of a rejected body or frame, one per error, each with a JSON pointer.
+
+    Pointers are relative to the body (RFC 6901: ``""`` is the whole body). For a client
+    frame, pydantic puts the frame's tag first in ``loc``; it is not part of the frame and is
+    dropped, and a missing or unknown tag points at ``/type``.
+
+    Args:
+        error: What ``model_validate_json`` (or :data:`ClientFrame`) raised.
+
+    Returns:
+        ``[{"pointer": ..., "detail": ...}, ...]``, in the order pydantic found them.
+
+    >>> try:
+    ...     Push.model_validate_json(b'{"seq": "1", "records": [[0, 1], [-1, 2]], "x": 0}')
+    ... except ValidationError as error:
+    ...     for problem in problem_from_validation_error(error):
+    ...         print(problem["pointer"], "-", problem["detail"])
+    /seq - Input should be a valid integer
+    /records/1/0 - a time is an integer in [0, 2**64) or an array [outer, inner] of two times
+    /x - unknown field
+    """
+    frame = error.title == _CLIENT_FRAME_TITLE
+    problems: list[dict[str, str]] = []
+    for item in error.errors(include_url=False, include_input=False):
+        loc = item["loc"]
+        kind = item["type"]
+        detail = item["msg"]
+        if frame and loc and loc[0] in _FRAME_TAGS:
+            loc = loc[1:]
+        if kind in ("union_tag_invalid", "union_tag_not_found"):
+            loc = ("type",)
+            detail = "type must be one of " + ", ".join(f'"{t}"' for t in sorted(_FRAME_TAGS))
+        elif kind == "extra_forbidden":
+            detail = "unknown field"
+        elif kind == "missing":
+            detail = "required"
+        problems.append({"pointer": _pointer(loc), "detail": detail})
+    return problems
+
+
+__all__ = [
+    "TIME_ERROR",
+    "Advance",
+    "AdvanceFrame",
+    "AnyClientFrame",
+    "ClientFrame",
+    "CloseFrame",
+    "Commit",
+    "CreateDataflow",
+    "OpenSession",
+    "Push",
+    "PushFrame",
+    "Stage",
+    "Time",
+    "TimedRecord",
+    "TransactionId",
+    "problem_from_validation_error",
+    "time_from_json",
+    "time_to_json",
+]

@@ -1,0 +1,428 @@
+"""The aiohttp application: routes, authentication, limits and lifecycle.
+
+The workers run as coroutines on the same (uvloop) event loop as the server; the application
+starts them on startup and stops them on cleanup, after closing every WebSocket with "going
+away".
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import weakref
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
+
+import orjson
+from aiohttp import WSCloseCode, web
+from pydantic import BaseModel, ValidationError
+
+from api.models import (
+    Advance,
+    Commit,
+    CreateDataflow,
+    OpenSession,
+    Push,
+    Stage,
+    time_from_json,
+    time_to_json,
+)
+from api.server.metrics import metrics_handler
+from api.server.problems import BadRequest, invalid_body, problems_middleware
+from operators.graph import describe_catalogue
+from service.app import DataflowManager, Gone, LimitExceeded, Settings, Unauthorized
+from service.app.inputs import Ack
+
+log = logging.getLogger("frontier.api")
+
+MANAGER = web.AppKey("manager", DataflowManager)
+SETTINGS = web.AppKey("settings", Settings)
+
+
+class OpenSockets:
+    """The WebSockets currently open, so shutdown can close them with "going away"."""
+
+    def __init__(self) -> None:
+        self.open: weakref.WeakSet[web.WebSocketResponse] = weakref.WeakSet()
+
+
+SOCKETS = web.AppKey("sockets", OpenSockets)
+
+M = TypeVar("M", bound=BaseModel)
+_PUBLIC = ("/healthz", "/readyz", "/metrics")
+
+
+def dumps(value: Any) -> bytes:
+    """JSON bytes with orjson (non-str dict keys allowed)."""
+    return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)
+
+
+def json_response(
+    value: Any, status: int = 200, headers: dict[str, str] | None = None
+) -> web.Response:
+    """A JSON response encoded with orjson."""
+    return web.Response(
+        status=status, body=dumps(value), content_type="application/json", headers=headers
+    )
+
+
+async def parse(request: web.Request, model: type[M]) -> M:
+    """The request body as ``model``: 400 if not JSON, 422 if the wrong shape."""
+    body = await request.read()
+    try:
+        return model.model_validate_json(body or b"{}")
+    except ValidationError as error:
+        if any(e.get("type") == "json_invalid" for e in error.errors()):
+            raise BadRequest("the request body is not valid JSON") from None
+        raise invalid_body(error) from None
+
+
+def tenant_of(request: web.Request) -> str:
+    """The authenticated tenant (set by the auth middleware)."""
+    tenant: str = request["tenant"]
+    return tenant
+
+
+def authenticate(settings: Settings, header: str | None) -> str:
+    """The tenant a bearer token belongs to; :class:`Unauthorized` otherwise."""
+    if not settings.tokens:
+        return "default"
+    if header is None or not header.startswith("Bearer "):
+        raise Unauthorized("an Authorization: Bearer <token> header is required")
+    tenant = settings.tokens.get(header.removeprefix("Bearer ").strip())
+    if tenant is None:
+        raise Unauthorized("the bearer token is not valid")
+    return tenant
+
+
+@web.middleware
+async def auth_middleware(
+    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+) -> web.StreamResponse:
+    """Resolve the tenant before any handler (and before any WebSocket upgrade)."""
+    if request.path not in _PUBLIC:
+        request["tenant"] = authenticate(
+            request.app[SETTINGS], request.headers.get("Authorization")
+        )
+    return await handler(request)
+
+
+# --------------------------------------------------------------------------- health
+
+
+async def healthz(_request: web.Request) -> web.Response:
+    """Liveness."""
+    return json_response({"status": "ok"})
+
+
+async def readyz(request: web.Request) -> web.Response:
+    """Readiness: the workers are running."""
+    if request.app[MANAGER].running:
+        return json_response({"status": "ready"})
+    return json_response({"status": "not ready"}, status=503)
+
+
+async def operators_catalogue(_request: web.Request) -> web.Response:
+    """The operators graphs may use."""
+    return json_response({"operators": describe_catalogue()})
+
+
+# --------------------------------------------------------------------------- dataflows
+
+
+async def create_dataflow(request: web.Request) -> web.Response:
+    """Validate a graph; create it (201) or, with ``dry_run``, return its compiled plan."""
+    manager = request.app[MANAGER]
+    body = await parse(request, CreateDataflow)
+    if request.query.get("dry_run", "false").lower() in ("1", "true", "yes"):
+        plan = manager.compile(body.graph)
+        return json_response({"plan": plan_json(plan.describe())})
+    record = await manager.create(tenant_of(request), body.graph, body.name)
+    return json_response(
+        dataflow_json(manager.describe(record, operators=False)),
+        status=201,
+        headers={"Location": f"/v1/dataflows/{record.id}"},
+    )
+
+
+def plan_json(plan: dict[str, Any]) -> dict[str, Any]:
+    """A plan with every value JSON-ready."""
+    return plan
+
+
+def dataflow_json(described: dict[str, Any]) -> dict[str, Any]:
+    """A described dataflow with times in their JSON form."""
+    for entry in described.get("inputs", {}).values():
+        entry["frontier"] = [time_to_json(t) for t in entry["frontier"]]
+    for entry in described.get("outputs", {}).values():
+        entry["frontier"] = [time_to_json(t) for t in entry["frontier"]]
+    for entry in described.get("operators", {}).values():
+        for output in entry["outputs"]:
+            output["frontier"] = [time_to_json(t) for t in output["frontier"]]
+    return described
+
+
+def _cursor(value: str) -> str:
+    return base64.urlsafe_b64encode(value.encode()).decode()
+
+
+def _uncursor(value: str) -> str:
+    try:
+        return base64.urlsafe_b64decode(value.encode()).decode()
+    except (ValueError, UnicodeDecodeError):
+        raise BadRequest(f"cursor {value!r} is not one this server gave out") from None
+
+
+def _limit(request: web.Request, default: int = 100, most: int = 1000) -> int:
+    raw = request.query.get("limit", str(default))
+    if not raw.isdigit() or not 1 <= int(raw) <= most:
+        raise BadRequest(f"limit must be an integer from 1 to {most}, not {raw!r}")
+    return int(raw)
+
+
+async def list_dataflows(request: web.Request) -> web.Response:
+    """The tenant's dataflows, a page at a time."""
+    manager = request.app[MANAGER]
+    limit = _limit(request)
+    records = manager.listing(tenant_of(request))
+    start = 0
+    if "cursor" in request.query:
+        after = _uncursor(request.query["cursor"])
+        ids = [r.id for r in records]
+        start = ids.index(after) + 1 if after in ids else len(ids)
+    page = records[start : start + limit]
+    more = start + limit < len(records)
+    return json_response(
+        {
+            "items": [r.summary() for r in page],
+            "next_cursor": _cursor(page[-1].id) if more and page else None,
+        }
+    )
+
+
+async def get_dataflow(request: web.Request) -> web.Response:
+    """One dataflow in full."""
+    manager = request.app[MANAGER]
+    record = manager.get(tenant_of(request), request.match_info["id"])
+    operators = request.query.get("operators", "false").lower() in ("1", "true", "yes")
+    return json_response(dataflow_json(manager.describe(record, operators=operators)))
+
+
+async def delete_dataflow(request: web.Request) -> web.Response:
+    """Drop a dataflow."""
+    manager = request.app[MANAGER]
+    await manager.drop(tenant_of(request), request.match_info["id"])
+    return web.Response(status=204)
+
+
+# --------------------------------------------------------------------------- producing
+
+
+def _producer(request: web.Request) -> Any:
+    manager = request.app[MANAGER]
+    return manager.input(tenant_of(request), request.match_info["id"], request.match_info["input"])
+
+
+def ack_json(ack: Ack) -> dict[str, Any]:
+    """An ack as JSON."""
+    return {
+        "seq": ack.seq,
+        "session_time": None if ack.session_time is None else time_to_json(ack.session_time),
+        "input_frontier": [time_to_json(t) for t in ack.input_frontier],
+        "applied": ack.applied,
+    }
+
+
+def _check_batch(request: web.Request, size: int) -> None:
+    most = request.app[SETTINGS].limits.max_batch_records
+    if size > most:
+        raise LimitExceeded(f"a batch of {size} records exceeds max_batch_records ({most})")
+
+
+async def open_session(request: web.Request) -> web.Response:
+    """Open a producer session."""
+    producer = _producer(request)
+    body = await parse(request, OpenSession)
+    session = producer.open_session(body.start)
+    return json_response(
+        {"session": session.id, "time": time_to_json(session.time)},
+        status=201,
+        headers={"Location": f"{request.path}/{session.id}"},
+    )
+
+
+async def push(request: web.Request) -> web.Response:
+    """Push a batch (whole or nothing)."""
+    producer = _producer(request)
+    body = await parse(request, Push)
+    _check_batch(request, len(body.records))
+    ack = producer.push(request.match_info["session"], body.seq, list(body.records))
+    return json_response(ack_json(ack))
+
+
+async def advance(request: web.Request) -> web.Response:
+    """Advance a session."""
+    producer = _producer(request)
+    body = await parse(request, Advance)
+    ack = producer.advance(request.match_info["session"], body.time, body.seq)
+    return json_response(ack_json(ack))
+
+
+async def commit(request: web.Request) -> web.Response:
+    """Commit staged transactions (and advance) atomically."""
+    producer = _producer(request)
+    body = await parse(request, Commit)
+    ack = producer.commit(
+        request.match_info["session"],
+        list(body.transactions),
+        body.idempotency_key,
+        body.advance_to,
+    )
+    return json_response(ack_json(ack))
+
+
+async def close_session(request: web.Request) -> web.Response:
+    """Close a session."""
+    producer = _producer(request)
+    return json_response(ack_json(producer.close_session(request.match_info["session"])))
+
+
+async def stage(request: web.Request) -> web.Response:
+    """Stage records in a transaction."""
+    producer = _producer(request)
+    body = await parse(request, Stage)
+    _check_batch(request, len(body.records))
+    staged = producer.stage(request.match_info["txn"], list(body.records))
+    return json_response({"staged": staged})
+
+
+async def abort(request: web.Request) -> web.Response:
+    """Abort a transaction."""
+    producer = _producer(request)
+    return json_response({"discarded": producer.abort(request.match_info["txn"])})
+
+
+async def close_input(request: web.Request) -> web.Response:
+    """Close an input and all of its sessions."""
+    producer = _producer(request)
+    producer.close()
+    return json_response({"input_frontier": []})
+
+
+# --------------------------------------------------------------------------- consuming
+
+
+def _time_param(request: web.Request, name: str) -> Any:
+    raw = request.query.get(name)
+    if raw is None:
+        return None
+    try:
+        return time_from_json(orjson.loads(raw))
+    except (orjson.JSONDecodeError, ValueError, TypeError):
+        raise BadRequest(
+            f"{name} must be a time (an integer or [outer, inner]), not {raw!r}"
+        ) from None
+
+
+async def output_times(request: web.Request) -> web.Response:
+    """Completed times of an output in ``[from, to)``, a page at a time."""
+    manager = request.app[MANAGER]
+    log_ = manager.output(
+        tenant_of(request), request.match_info["id"], request.match_info["output"]
+    )
+    start = _time_param(request, "from")
+    end = _time_param(request, "to")
+    if "cursor" in request.query:
+        start = _time_param(request, "cursor")
+    if start is not None and log_.is_forgotten(start):
+        raise Gone(
+            f"records at {time_to_json(start)!r} are no longer retained by output "
+            f"{log_.name!r}; retained times start after {[time_to_json(e) for e in log_.evicted]}"
+        )
+    limit = _limit(request)
+    times = log_.complete_times(start, end)
+    page = times[:limit]
+    next_cursor = None
+    if len(times) > limit:
+        next_cursor = orjson.dumps(time_to_json(times[limit])).decode()
+    return json_response(
+        {
+            "times": [{"time": time_to_json(t), "records": log_.records_at(t)} for t in page],
+            "frontier": [time_to_json(t) for t in log_.frontier()],
+            "next_cursor": next_cursor,
+        }
+    )
+
+
+# --------------------------------------------------------------------------- the app
+
+
+async def _lifecycle(app: web.Application) -> AsyncIterator[None]:
+    manager = app[MANAGER]
+    await manager.start()
+    yield
+    await manager.stop()
+
+
+async def _going_away(app: web.Application) -> None:
+    for ws in list(app[SOCKETS].open):
+        await ws.close(code=WSCloseCode.GOING_AWAY, message=b"the server is shutting down")
+
+
+def create_app(settings: Settings, manager: DataflowManager | None = None) -> web.Application:
+    """The application for ``settings`` (a manager is created if none is given)."""
+    from api.server import websockets
+
+    app = web.Application(
+        middlewares=[problems_middleware, auth_middleware],
+        client_max_size=settings.limits.max_body_bytes,
+    )
+    app[SETTINGS] = settings
+    app[MANAGER] = manager or DataflowManager(settings)
+    app[SOCKETS] = OpenSockets()
+    app.cleanup_ctx.append(_lifecycle)
+    app.on_shutdown.append(_going_away)
+    base = "/v1/dataflows"
+    session = f"{base}/{{id}}/inputs/{{input}}/sessions/{{session}}"
+    app.router.add_routes(
+        [
+            web.get("/healthz", healthz),
+            web.get("/readyz", readyz),
+            web.get("/metrics", metrics_handler),
+            web.get("/v1/operators", operators_catalogue),
+            web.post(base, create_dataflow),
+            web.get(base, list_dataflows),
+            web.get(f"{base}/{{id}}", get_dataflow),
+            web.delete(f"{base}/{{id}}", delete_dataflow),
+            web.post(f"{base}/{{id}}/inputs/{{input}}/sessions", open_session),
+            web.post(f"{session}/push", push),
+            web.post(f"{session}/advance", advance),
+            web.post(f"{session}/commit", commit),
+            web.delete(session, close_session),
+            web.put(f"{base}/{{id}}/inputs/{{input}}/transactions/{{txn}}", stage),
+            web.delete(f"{base}/{{id}}/inputs/{{input}}/transactions/{{txn}}", abort),
+            web.post(f"{base}/{{id}}/inputs/{{input}}/close", close_input),
+            web.get(f"{base}/{{id}}/outputs/{{output}}/times", output_times),
+            web.get(f"{base}/{{id}}/frontiers", websockets.frontiers),
+            web.get(f"{base}/{{id}}/outputs/{{output}}/events", websockets.output_events),
+            web.get(f"{base}/{{id}}/inputs/{{input}}/push", websockets.push_stream),
+        ]
+    )
+    return app
+
+
+def run_server(settings: Settings) -> None:
+    """Serve until interrupted, on uvloop."""
+    import uvloop
+
+    web.run_app(
+        create_app(settings),
+        host=settings.host,
+        port=settings.port,
+        loop=uvloop.new_event_loop(),
+        shutdown_timeout=10.0,
+        print=lambda message: log.info("%s", message),
+    )
+
+
+__all__ = ["MANAGER", "SETTINGS", "SOCKETS", "create_app", "run_server"]

@@ -1,0 +1,71 @@
+"""Prometheus metrics, read from the manager at scrape time."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from aiohttp import web
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from service.app import DataflowManager
+
+
+class ManagerCollector(Collector):
+    """Records in and out, frontier lag, subscribers and queue depths, per dataflow."""
+
+    def __init__(self, manager: DataflowManager) -> None:
+        self._manager = manager
+
+    def collect(self) -> Iterator[Metric]:
+        """One sample per input, output and dataflow."""
+        records_in = CounterMetricFamily(
+            "frontier_records_in", "Records pushed into an input", labels=["dataflow", "input"]
+        )
+        records_out = CounterMetricFamily(
+            "frontier_records_out", "Records leaving at an output", labels=["dataflow", "output"]
+        )
+        lag = GaugeMetricFamily(
+            "frontier_output_lag",
+            "How far an output's frontier is behind its inputs' (integer times)",
+            labels=["dataflow", "output"],
+        )
+        subscribers = GaugeMetricFamily(
+            "frontier_subscribers", "Open output subscribers", labels=["dataflow", "output"]
+        )
+        queued = GaugeMetricFamily(
+            "frontier_subscriber_queue_depth",
+            "Events queued for output subscribers",
+            labels=["dataflow", "output"],
+        )
+        dataflows = GaugeMetricFamily(
+            "frontier_dataflows", "Dataflows by status", labels=["status"]
+        )
+        by_status: dict[str, int] = {}
+        for record in self._manager.dataflows.values():
+            by_status[record.status] = by_status.get(record.status, 0) + 1
+            inputs_least = [
+                t for p in record.inputs.values() for t in p.frontier() if type(t) is int
+            ]
+            for name, producer in record.inputs.items():
+                records_in.add_metric([record.id, name], producer.records_in)
+            for name, log in record.outputs.items():
+                records_out.add_metric([record.id, name], log.records_out)
+                frontier = [t for t in log.frontier() if type(t) is int]
+                if frontier and inputs_least:
+                    lag.add_metric([record.id, name], max(0, min(inputs_least) - min(frontier)))
+                subscribers.add_metric([record.id, name], len(log.subscribers))
+                queued.add_metric([record.id, name], sum(len(s.queue) for s in log.subscribers))
+        for status, count in by_status.items():
+            dataflows.add_metric([status], count)
+        yield from (records_in, records_out, lag, subscribers, queued, dataflows)
+
+
+async def metrics_handler(request: web.Request) -> web.Response:
+    """The Prometheus text exposition."""
+    from api.server.app import MANAGER
+
+    registry = CollectorRegistry()
+    registry.register(ManagerCollector(request.app[MANAGER]))
+    return web.Response(body=generate_latest(registry), content_type="text/plain", charset="utf-8")
