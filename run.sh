@@ -16,4 +16,6 @@ if [[ ! -f "$stamp" || pyproject.toml -nt "$stamp" ]]; then
     touch "$stamp"
 fi
 
-exec .venv/bin/python -m service "$@"
+# The main job: the server on 127.0.0.1:8080 with a demo dataflow; it prints how to push to
+# it and watch it. Extra arguments go to `frontier serve` (e.g. --port 9000 --workers 2).
+exec .venv/bin/python -m api serve --demo "$@"
