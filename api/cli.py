@@ -78,6 +78,18 @@ def main() -> None:
     multiple=True,
     help="TOKEN=TENANT (repeatable; also $FRONTIER_TOKENS, comma-separated).",
 )
+@click.option(
+    "--operator-module",
+    "operator_modules",
+    multiple=True,
+    help="A Python module of the deployer's own operators (repeatable).",
+)
+@click.option(
+    "--log-format",
+    type=click.Choice(["json", "text"]),
+    default=lambda: os.environ.get("FRONTIER_LOG_FORMAT", "json"),
+    help="Structured JSON lines (default) or plain text.",
+)
 @click.option("--demo", is_flag=True, help="Create a demo dataflow at startup.")
 def serve(
     host: str,
@@ -86,14 +98,15 @@ def serve(
     data_dir: str,
     config_file: str | None,
     tokens: tuple[str, ...],
+    operator_modules: tuple[str, ...],
+    log_format: str,
     demo: bool,
 ) -> None:
     """Start the server."""
-    import logging
-
+    from api.server.logs import configure_logging
     from service.app import Limits, Settings
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    configure_logging(log_format)
     config: dict[str, Any] = _load(config_file) if config_file else {}
     pairs = list(tokens) + [t for t in os.environ.get("FRONTIER_TOKENS", "").split(",") if t]
     token_map = dict(config.get("tokens", {}))
@@ -107,6 +120,7 @@ def serve(
         data_dir=config.get("data_dir", data_dir),
         tokens=token_map,
         limits=Limits(**config.get("limits", {})),
+        operator_modules=tuple(config.get("operator_modules", ())) + operator_modules,
     )
     asyncio_run(_serve(settings, demo))
 

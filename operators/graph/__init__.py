@@ -5,10 +5,13 @@ from operators.graph.compiler import (
     CATALOGUE,
     BuiltGraph,
     GraphContext,
+    OpKind,
+    Param,
     Plan,
     RecordErrors,
     compile_graph,
     describe_catalogue,
+    register_operator,
 )
 from operators.graph.spec import GraphError, GraphSpec, Problem, TimeSpec, parse_graph
 
@@ -21,6 +24,8 @@ __all__ = [
     "GraphContext",
     "GraphError",
     "GraphSpec",
+    "OpKind",
+    "Param",
     "Plan",
     "Problem",
     "RecordErrors",
@@ -29,4 +34,5 @@ __all__ = [
     "compile_graph",
     "describe_catalogue",
     "parse_graph",
+    "register_operator",
 ]

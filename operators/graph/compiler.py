@@ -52,6 +52,9 @@ class OpKind:
     """Number of outputs, or the name of the int parameter that gives it."""
     params: dict[str, Param] = field(default_factory=dict)
     doc: str = ""
+    builder: Callable[[list[Stream], dict[str, Any]], list[Stream]] | None = None
+    """For operators registered by the deployer: builds it from its input streams and
+    parameters (expressions already compiled to functions)."""
 
 
 _ON_ERROR = Param("choice", required=False, choices=("drop", "fail"))
@@ -301,6 +304,12 @@ class Plan:
         def fn(param: str) -> Callable[..., Any]:
             return _guarded(name, exprs[param].fn, policy, self.errors)
 
+        kind = CATALOGUE[op]
+        if kind.builder is not None:
+            params: dict[str, Any] = dict(node.params)
+            for key in exprs:
+                params[key] = fn(key)
+            return kind.builder(inputs, params)
         if op == "input":
             return [context.input(name, scope)]
         if op == "output":
@@ -557,6 +566,8 @@ def compile_graph(spec: GraphSpec) -> Plan:
                             f"must be an integer from {param.minimum} to {param.maximum}",
                         )
                     )
+            elif param.kind == "json":
+                pass  # any JSON value: the operator's builder checks it
             elif param.kind == "choice" and value not in param.choices:
                 problems.append(Problem(pointer, f"must be one of {', '.join(param.choices)}"))
         expressions[node.name] = compiled
@@ -741,6 +752,27 @@ def _build_order(spec: GraphSpec, inputs_of: dict[str, list[tuple[str, int]]]) -
     return order
 
 
+_BUILT_IN = frozenset(CATALOGUE)
+
+
+def register_operator(kind: OpKind) -> None:
+    """Offer an operator written in Python to graphs (for whoever deploys the server).
+
+    ``kind.builder`` gets the node's input streams and its parameters (expressions compiled
+    to functions that follow the node's ``on_error`` policy) and returns its output streams.
+    API clients cannot register operators: only code the server loads (``operator_modules``
+    in the settings, or the ``frontier.operators`` entry points) calls this.
+
+    Raises:
+        ValueError: the name is a built-in operator or the kind has no builder.
+    """
+    if kind.name in _BUILT_IN:
+        raise ValueError(f"{kind.name!r} is a built-in operator and cannot be replaced")
+    if kind.builder is None:
+        raise ValueError(f"operator {kind.name!r} needs a builder")
+    CATALOGUE[kind.name] = kind
+
+
 def _describe_param(param: Param) -> dict[str, Any]:
     described: dict[str, Any] = {"kind": param.kind, "required": param.required}
     if param.kind == "expr":
@@ -750,7 +782,7 @@ def _describe_param(param: Param) -> dict[str, Any]:
     elif param.kind == "int":
         described["minimum"] = param.minimum
         described["maximum"] = param.maximum
-    else:
+    elif param.kind == "choice":
         described["choices"] = list(param.choices)
     return described
 
@@ -778,4 +810,5 @@ __all__: Sequence[str] = [
     "RecordErrors",
     "compile_graph",
     "describe_catalogue",
+    "register_operator",
 ]

@@ -14,15 +14,24 @@ producers' sessions live; each output is captured on every worker into one
 from __future__ import annotations
 
 import asyncio
+import importlib
 import time as wallclock
 import uuid
 from collections.abc import Hashable
 from dataclasses import dataclass, field
+from importlib import metadata
 from typing import Any
 
 from operators import Stream, Worker
 from operators.capture.event import encode_time
-from operators.graph import BuiltGraph, GraphError, Plan, compile_graph, parse_graph
+from operators.graph import (
+    BuiltGraph,
+    GraphError,
+    Plan,
+    compile_graph,
+    parse_graph,
+    register_operator,
+)
 from operators.sync import Sequencer
 from service.app.errors import Conflict, Gone, Invalid, LimitExceeded, NotFound
 from service.app.inputs import ProducerInput, producer_input
@@ -90,7 +99,11 @@ class DataflowManager:
     # ----------------------------------------------------------------- lifecycle
 
     async def start(self) -> None:
-        """Start the workers (each with the control plane's sequencer as dataflow 0)."""
+        """Load the deployer's operators, then start the workers.
+
+        Each worker runs the control plane's sequencer as its dataflow 0.
+        """
+        load_operator_plugins(self.settings.operator_modules)
         peers = self.settings.workers
         fabric = Fabric(peers)
         self._workers = [Worker(i, peers, fabric) for i in range(peers)]
@@ -406,6 +419,32 @@ class DataflowManager:
         """Raise :class:`Conflict` if the dataflow cannot take requests now."""
         if record.status == "creating":
             raise Conflict(f"dataflow {record.id!r} is still being created")
+
+
+def load_operator_plugins(modules: tuple[str, ...]) -> list[str]:
+    """Let deployer code register its operators; returns what was loaded.
+
+    Each module in ``modules``, and each ``frontier.operators`` entry point, provides
+    ``register_operators(register)`` and calls ``register(OpKind(...))`` for every operator.
+    Only the server's own configuration reaches here: API clients cannot add operators.
+    """
+    loaded: list[str] = []
+    hooks: list[tuple[str, Any]] = [
+        (name, importlib.import_module(name).register_operators) for name in modules
+    ]
+    hooks.extend(
+        (entry.value, entry.load()) for entry in metadata.entry_points(group="frontier.operators")
+    )
+    for name, hook in hooks:
+        if name in _LOADED_PLUGINS:
+            continue
+        hook(register_operator)
+        _LOADED_PLUGINS.add(name)
+        loaded.append(name)
+    return loaded
+
+
+_LOADED_PLUGINS: set[str] = set()
 
 
 class FrontierWatch:

@@ -34,3 +34,7 @@ class Settings:
     """Bearer token -> tenant. Empty means no authentication (every request is tenant
     ``default``)."""
     limits: Limits = field(default_factory=Limits)
+    operator_modules: tuple[str, ...] = ()
+    """Python modules with operators of the deployer's own: each defines
+    ``register_operators(register)``. Modules named by the ``frontier.operators`` entry
+    points are loaded too."""
