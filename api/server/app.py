@@ -27,6 +27,7 @@ from api.models import (
     time_from_json,
     time_to_json,
 )
+from api.server.arrow import ARROW_STREAM, arrow_from_times, records_from_arrow
 from api.server.metrics import metrics_handler
 from api.server.problems import BadRequest, invalid_body, problems_middleware
 from operators.graph import describe_catalogue
@@ -47,6 +48,7 @@ class OpenSockets:
 
 
 SOCKETS = web.AppKey("sockets", OpenSockets)
+TENANT = web.RequestKey("tenant", str)
 
 M = TypeVar("M", bound=BaseModel)
 _PUBLIC = ("/healthz", "/readyz", "/metrics")
@@ -79,8 +81,7 @@ async def parse(request: web.Request, model: type[M]) -> M:
 
 def tenant_of(request: web.Request) -> str:
     """The authenticated tenant (set by the auth middleware)."""
-    tenant: str = request["tenant"]
-    return tenant
+    return request[TENANT]
 
 
 def authenticate(settings: Settings, header: str | None) -> str:
@@ -101,7 +102,7 @@ async def auth_middleware(
 ) -> web.StreamResponse:
     """Resolve the tenant before any handler (and before any WebSocket upgrade)."""
     if request.path not in _PUBLIC:
-        request["tenant"] = authenticate(
+        request[TENANT] = authenticate(
             request.app[SETTINGS], request.headers.get("Authorization")
         )
     return await handler(request)
@@ -251,12 +252,25 @@ async def open_session(request: web.Request) -> web.Response:
     )
 
 
+def _seq_param(request: web.Request) -> int:
+    raw = request.query.get("seq", "")
+    if not raw.isdigit() or int(raw) < 1:
+        raise BadRequest(f"an Arrow push needs ?seq= a positive integer, not {raw!r}")
+    return int(raw)
+
+
 async def push(request: web.Request) -> web.Response:
-    """Push a batch (whole or nothing)."""
+    """Push a batch (whole or nothing): JSON, or Arrow IPC with ``?seq=``."""
     producer = _producer(request)
-    body = await parse(request, Push)
-    _check_batch(request, len(body.records))
-    ack = producer.push(request.match_info["session"], body.seq, list(body.records))
+    records: list[tuple[Any, Any]]
+    if request.content_type == ARROW_STREAM:
+        seq = _seq_param(request)
+        records = records_from_arrow(await request.read())
+    else:
+        body = await parse(request, Push)
+        seq, records = body.seq, list(body.records)
+    _check_batch(request, len(records))
+    ack = producer.push(request.match_info["session"], seq, records)
     return json_response(ack_json(ack))
 
 
@@ -290,9 +304,13 @@ async def close_session(request: web.Request) -> web.Response:
 async def stage(request: web.Request) -> web.Response:
     """Stage records in a transaction."""
     producer = _producer(request)
-    body = await parse(request, Stage)
-    _check_batch(request, len(body.records))
-    staged = producer.stage(request.match_info["txn"], list(body.records))
+    records: list[tuple[Any, Any]]
+    if request.content_type == ARROW_STREAM:
+        records = records_from_arrow(await request.read())
+    else:
+        records = list((await parse(request, Stage)).records)
+    _check_batch(request, len(records))
+    staged = producer.stage(request.match_info["txn"], records)
     return json_response({"staged": staged})
 
 
@@ -345,10 +363,21 @@ async def output_times(request: web.Request) -> web.Response:
     next_cursor = None
     if len(times) > limit:
         next_cursor = orjson.dumps(time_to_json(times[limit])).decode()
+    frontier = [time_to_json(t) for t in log_.frontier()]
+    if ARROW_STREAM in request.headers.get("Accept", ""):
+        entries = [(t, log_.records_at(t)) for t in page if type(t) is int]
+        if len(entries) < len(page):
+            raise BadRequest("Arrow reads need integer times; read product times as JSON")
+        headers = {"X-Frontier": orjson.dumps(frontier).decode()}
+        if next_cursor is not None:
+            headers["X-Next-Cursor"] = next_cursor
+        return web.Response(
+            body=arrow_from_times(entries), content_type=ARROW_STREAM, headers=headers
+        )
     return json_response(
         {
             "times": [{"time": time_to_json(t), "records": log_.records_at(t)} for t in page],
-            "frontier": [time_to_json(t) for t in log_.frontier()],
+            "frontier": frontier,
             "next_cursor": next_cursor,
         }
     )
