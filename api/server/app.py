@@ -102,9 +102,7 @@ async def auth_middleware(
 ) -> web.StreamResponse:
     """Resolve the tenant before any handler (and before any WebSocket upgrade)."""
     if request.path not in _PUBLIC:
-        request[TENANT] = authenticate(
-            request.app[SETTINGS], request.headers.get("Authorization")
-        )
+        request[TENANT] = authenticate(request.app[SETTINGS], request.headers.get("Authorization"))
     return await handler(request)
 
 
