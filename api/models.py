@@ -113,6 +113,17 @@ class CreateDataflow(_Body):
     """The graph (``docs/graphs.md``): ``time``, ``scopes``, ``nodes``, ``edges``."""
 
 
+class ConsumerCommit(_Body):
+    """``PUT .../outputs/{output}/consumers/{consumer}``: a reader's progress.
+
+    >>> ConsumerCommit.model_validate_json(b'{"committed": 5}').committed
+    5
+    """
+
+    committed: Time | None = None
+    """Everything before this time has been read (``null``: nothing yet)."""
+
+
 class OpenSession(_Body):
     """``POST .../inputs/{input}/sessions``: open a producer session.
 

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ValidationError
 from api.models import (
     Advance,
     Commit,
+    ConsumerCommit,
     CreateDataflow,
     OpenSession,
     Push,
@@ -31,7 +32,7 @@ from api.server.arrow import ARROW_STREAM, arrow_from_times, records_from_arrow
 from api.server.metrics import metrics_handler
 from api.server.problems import BadRequest, invalid_body, problems_middleware
 from operators.graph import describe_catalogue
-from service.app import DataflowManager, Gone, LimitExceeded, Settings, Unauthorized
+from service.app import DataflowManager, Gone, LimitExceeded, NotFound, Settings, Unauthorized
 from service.app.inputs import Ack
 
 log = logging.getLogger("frontier.api")
@@ -381,6 +382,35 @@ async def output_times(request: web.Request) -> web.Response:
     )
 
 
+async def commit_consumer(request: web.Request) -> web.Response:
+    """Register a reader of an output and what it has read (retention follows readers)."""
+    manager = request.app[MANAGER]
+    log_ = manager.output(
+        tenant_of(request), request.match_info["id"], request.match_info["output"]
+    )
+    body = await parse(request, ConsumerCommit)
+    log_.commit(request.match_info["consumer"], body.committed)
+    committed = log_.consumers[request.match_info["consumer"]]
+    return json_response(
+        {
+            "consumer": request.match_info["consumer"],
+            "committed": None if committed is None else time_to_json(committed),
+            "frontier": [time_to_json(t) for t in log_.frontier()],
+        }
+    )
+
+
+async def forget_consumer(request: web.Request) -> web.Response:
+    """Unregister a reader of an output."""
+    manager = request.app[MANAGER]
+    log_ = manager.output(
+        tenant_of(request), request.match_info["id"], request.match_info["output"]
+    )
+    if not log_.forget_consumer(request.match_info["consumer"]):
+        raise NotFound(f"output {log_.name!r} has no consumer {request.match_info['consumer']!r}")
+    return web.Response(status=204)
+
+
 # --------------------------------------------------------------------------- the app
 
 
@@ -430,6 +460,8 @@ def create_app(settings: Settings, manager: DataflowManager | None = None) -> we
             web.delete(f"{base}/{{id}}/inputs/{{input}}/transactions/{{txn}}", abort),
             web.post(f"{base}/{{id}}/inputs/{{input}}/close", close_input),
             web.get(f"{base}/{{id}}/outputs/{{output}}/times", output_times),
+            web.put(f"{base}/{{id}}/outputs/{{output}}/consumers/{{consumer}}", commit_consumer),
+            web.delete(f"{base}/{{id}}/outputs/{{output}}/consumers/{{consumer}}", forget_consumer),
             web.get(f"{base}/{{id}}/frontiers", websockets.frontiers),
             web.get(f"{base}/{{id}}/outputs/{{output}}/events", websockets.output_events),
             web.get(f"{base}/{{id}}/inputs/{{input}}/push", websockets.push_stream),

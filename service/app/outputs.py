@@ -77,6 +77,8 @@ class OutputLog:
         self.subscribers: list[Subscriber] = []
         self.records_out = 0
         self.closed_reason: str | None = None
+        self.consumers: dict[str, Hashable | None] = {}
+        """Registered readers and the time before which each has read everything."""
 
     # ----------------------------------------------------------------- the pusher side
 
@@ -106,18 +108,59 @@ class OutputLog:
             self._evict()
 
     def _evict(self) -> None:
-        if self._retained <= self._retention:
-            return
+        """Forget completed times that are no longer needed.
+
+        Those every registered consumer has read past go at once; beyond that, the oldest
+        go whenever more than ``retention`` records are held (the hard bound).
+        """
         frontier = self._frontier
+        read = self._read_by_all()
+        if self._retained <= self._retention and read is None:
+            return
         complete = sorted((t for t in self._times if not frontier.less_equal(t)), key=_sort_key)
         for time in complete:
-            if self._retained <= self._retention:
-                break
+            consumed = read is not None and not less_equal(read, time)
+            if not consumed and self._retained <= self._retention:
+                continue
             self._retained -= len(self._times.pop(time))
             # ``evicted`` keeps the latest forgotten times: everything at or before one of
             # them may be gone.
             if not any(less_equal(time, e) for e in self.evicted):
                 self.evicted = [e for e in self.evicted if not less_equal(e, time)] + [time]
+
+    def _read_by_all(self) -> Hashable | None:
+        """The least committed time over the consumers (None: no consumer, or one at none)."""
+        if not self.consumers:
+            return None
+        committed = list(self.consumers.values())
+        if any(c is None for c in committed):
+            return None
+        least = committed[0]
+        for time in committed[1:]:
+            if less_equal(time, least):
+                least = time
+            elif not less_equal(least, time):
+                return None  # incomparable commits: keep everything (conservative)
+        return least
+
+    def commit(self, consumer: str, committed: Hashable | None) -> None:
+        """Register ``consumer`` as having read every time before ``committed``.
+
+        Once every registered consumer has committed past a completed time, the output may
+        forget it. A commit never moves backwards: an earlier time than before is ignored.
+        """
+        before = self.consumers.get(consumer)
+        if committed is not None and before is not None and less_equal(committed, before):
+            committed = before
+        self.consumers[consumer] = committed
+        self._evict()
+
+    def forget_consumer(self, consumer: str) -> bool:
+        """Unregister a consumer; returns whether it was registered."""
+        if consumer not in self.consumers:
+            return False
+        del self.consumers[consumer]
+        return True
 
     # ----------------------------------------------------------------- the reader side
 

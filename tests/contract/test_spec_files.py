@@ -197,7 +197,7 @@ def documented_close_codes() -> set[str]:
 
 def test_docs_tables_parse() -> None:
     # The parsers above are only as good as their hold on the tables: pin the counts.
-    assert len(documented_routes()) == 17
+    assert len(documented_routes()) == 19
     assert len(documented_channels()) == 3
     assert {"1000", "1001", "4400", "4408", "4429"} <= documented_close_codes()
 
@@ -553,6 +553,7 @@ BODIES: dict[str, tuple[type[BaseModel] | TypeAdapter[Any], Path, Pointer]] = {
     "advanceSession": (models.Advance, SCHEMAS / "advance.json", ()),
     "commitTransactions": (models.Commit, OPENAPI, (*COMPONENTS, "Commit")),
     "stageRecords": (models.Stage, OPENAPI, (*COMPONENTS, "Stage")),
+    "commitConsumer": (models.ConsumerCommit, OPENAPI, (*COMPONENTS, "ConsumerCommit")),
     "clientFrame": (models.ClientFrame, SCHEMAS / "client_frame.json", ()),
 }
 
@@ -620,6 +621,13 @@ AGREEMENT: list[tuple[str, Any]] = [
     ("stageRecords", {"records": []}),
     ("stageRecords", {"records": [[0, "a"]], "seq": 1}),
     ("stageRecords", {"records": [[-1, "a"]]}),
+    ("commitConsumer", {"committed": 5}),
+    ("commitConsumer", {"committed": None}),
+    ("commitConsumer", {}),
+    ("commitConsumer", {"committed": [2, 0]}),
+    ("commitConsumer", {"committed": -1}),
+    ("commitConsumer", {"committed": "5"}),
+    ("commitConsumer", {"committed": 5, "extra": 1}),
     ("clientFrame", {"type": "push", "seq": 1, "records": [[0, "a"]]}),
     ("clientFrame", {"type": "advance", "seq": 2, "time": [1, 0]}),
     ("clientFrame", {"type": "close"}),
