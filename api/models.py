@@ -83,6 +83,9 @@ Time: TypeAlias = Annotated[
 TimedRecord: TypeAlias = tuple[Time, Any]
 """``[time, record]``: a record (any JSON value) with the time it is pushed at."""
 
+SEQ_MAX = 2**63 - 1
+"""The largest sequence number (it must fit a signed 64-bit integer, as in Spark)."""
+
 TransactionId: TypeAlias = Annotated[str, Field(min_length=1, max_length=200)]
 """A transaction's name, chosen by the producer (also a path segment)."""
 
@@ -147,7 +150,7 @@ class Push(_Body):
     [(5, 'x')]
     """
 
-    seq: int = Field(ge=1)
+    seq: int = Field(ge=1, le=SEQ_MAX)
     """The batch's sequence number in its session (a retry repeats it)."""
     records: list[TimedRecord]
     """The records, each with its time."""
@@ -162,7 +165,7 @@ class Advance(_Body):
 
     time: Time
     """The session's new time (not earlier than its current one)."""
-    seq: int | None = Field(default=None, ge=1)
+    seq: int | None = Field(default=None, ge=1, le=SEQ_MAX)
     """An optional sequence number, shared with the session's pushes."""
 
 
@@ -222,7 +225,7 @@ class PushFrame(_Body):
 
     type: Literal["push"]
     """The frame's tag."""
-    seq: int = Field(ge=1)
+    seq: int = Field(ge=1, le=SEQ_MAX)
     """The batch's sequence number in its session."""
     records: list[TimedRecord]
     """The records, each with its time."""
@@ -237,7 +240,7 @@ class AdvanceFrame(_Body):
 
     type: Literal["advance"]
     """The frame's tag."""
-    seq: int = Field(ge=1)
+    seq: int = Field(ge=1, le=SEQ_MAX)
     """The advance's sequence number, shared with the session's pushes."""
     time: Time
     """The session's new time."""

@@ -18,6 +18,7 @@ from aiohttp import WSCloseCode, web
 from pydantic import BaseModel, ValidationError
 
 from api.models import (
+    SEQ_MAX,
     Advance,
     Commit,
     ConsumerCommit,
@@ -134,7 +135,7 @@ async def create_dataflow(request: web.Request) -> web.Response:
     """Validate a graph; create it (201) or, with ``dry_run``, return its compiled plan."""
     manager = request.app[MANAGER]
     body = await parse(request, CreateDataflow)
-    if request.query.get("dry_run", "false").lower() in ("1", "true", "yes"):
+    if flag(request, "dry_run"):
         plan = manager.compile(body.graph)
         return json_response({"plan": plan_json(plan.describe())})
     record = await manager.create(tenant_of(request), body.graph, body.name)
@@ -166,11 +167,25 @@ def _cursor(value: str) -> str:
     return base64.urlsafe_b64encode(value.encode()).decode()
 
 
+def flag(request: web.Request, name: str) -> bool:
+    """A boolean query parameter: ``true`` or ``false`` (absent: false); anything else is 400.
+
+    Strict on purpose: a misspelt ``dry_run=on`` must not create a dataflow.
+    """
+    raw = request.query.get(name, "false")
+    if raw not in ("true", "false"):
+        raise BadRequest(f"{name} must be true or false, not {raw!r}")
+    return raw == "true"
+
+
 def _uncursor(value: str) -> str:
     try:
-        return base64.urlsafe_b64decode(value.encode()).decode()
+        decoded = base64.urlsafe_b64decode(value.encode()).decode()
     except (ValueError, UnicodeDecodeError):
-        raise BadRequest(f"cursor {value!r} is not one this server gave out") from None
+        decoded = ""
+    if not decoded:
+        raise BadRequest(f"cursor {value!r} is not one this server gave out")
+    return decoded
 
 
 def _limit(request: web.Request, default: int = 100, most: int = 1000) -> int:
@@ -189,7 +204,9 @@ async def list_dataflows(request: web.Request) -> web.Response:
     if "cursor" in request.query:
         after = _uncursor(request.query["cursor"])
         ids = [r.id for r in records]
-        start = ids.index(after) + 1 if after in ids else len(ids)
+        if after not in ids:
+            raise BadRequest(f"cursor {request.query['cursor']!r} does not name a dataflow here")
+        start = ids.index(after) + 1
     page = records[start : start + limit]
     more = start + limit < len(records)
     return json_response(
@@ -204,7 +221,7 @@ async def get_dataflow(request: web.Request) -> web.Response:
     """One dataflow in full."""
     manager = request.app[MANAGER]
     record = manager.get(tenant_of(request), request.match_info["id"])
-    operators = request.query.get("operators", "false").lower() in ("1", "true", "yes")
+    operators = flag(request, "operators")
     return json_response(dataflow_json(manager.describe(record, operators=operators)))
 
 
@@ -253,7 +270,7 @@ async def open_session(request: web.Request) -> web.Response:
 
 def _seq_param(request: web.Request) -> int:
     raw = request.query.get("seq", "")
-    if not raw.isdigit() or int(raw) < 1:
+    if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= SEQ_MAX:
         raise BadRequest(f"an Arrow push needs ?seq= a positive integer, not {raw!r}")
     return int(raw)
 
@@ -351,6 +368,9 @@ async def output_times(request: web.Request) -> web.Response:
     end = _time_param(request, "to")
     if "cursor" in request.query:
         start = _time_param(request, "cursor")
+    for name, value in (("from", start), ("to", end)):
+        if value is not None and not log_.matches(value):
+            raise BadRequest(f"{name} is not a time of output {log_.name!r}'s time domain")
     if start is not None and log_.is_forgotten(start):
         raise Gone(
             f"records at {time_to_json(start)!r} are no longer retained by output "

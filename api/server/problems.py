@@ -38,7 +38,10 @@ def problem(status: int, slug: str, title: str, detail: str, **extra: Any) -> we
 
 def problem_for(error: ServiceError) -> web.Response:
     """The problem response for a service error."""
-    return problem(error.status, error.slug, error.title, error.detail, **error.extra)
+    response = problem(error.status, error.slug, error.title, error.detail, **error.extra)
+    if error.status == 401:
+        response.headers["WWW-Authenticate"] = 'Bearer realm="frontier"'
+    return response
 
 
 class BadRequest(ServiceError):
@@ -82,9 +85,12 @@ async def problems_middleware(
         if error.status < 400:
             raise
         slug = {404: "not-found", 405: "method-not-allowed"}.get(error.status, "http-error")
-        return problem(
+        response = problem(
             error.status, slug, error.reason, f"{request.method} {request.path}: {error.reason}"
         )
+        if "Allow" in error.headers:
+            response.headers["Allow"] = error.headers["Allow"]
+        return response
     except Exception:
         log.exception("unexpected error in %s %s", request.method, request.path)
         return problem(500, "internal", "Internal server error", "an unexpected error occurred")

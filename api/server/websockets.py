@@ -16,7 +16,7 @@ from aiohttp import WSCloseCode, WSMsgType, web
 from pydantic import ValidationError
 
 from api.models import ClientFrame, time_from_json, time_to_json
-from api.server.app import MANAGER, SETTINGS, SOCKETS, ack_json, tenant_of
+from api.server.app import MANAGER, SETTINGS, SOCKETS, ack_json, flag, tenant_of
 from api.server.problems import BadRequest, invalid_body
 from operators.capture.event import event_to_json
 from service.app.errors import Gone, LimitExceeded, ServiceError
@@ -82,7 +82,7 @@ async def _wait(event: asyncio.Event, reader: asyncio.Future[None]) -> None:
 async def frontiers(request: web.Request) -> web.WebSocketResponse:
     """Stream frontier changes of a dataflow's inputs, outputs (and operators)."""
     manager = request.app[MANAGER]
-    operators = request.query.get("operators", "false").lower() in ("1", "true", "yes")
+    operators = flag(request, "operators")
     watch = manager.watch(tenant_of(request), request.match_info["id"], operators)
     ws = await _open(request)
     reader = asyncio.ensure_future(_drain_incoming(ws))
@@ -117,6 +117,8 @@ async def output_events(request: web.Request) -> web.WebSocketResponse:
     tenant = tenant_of(request)
     log = manager.output(tenant, request.match_info["id"], request.match_info["output"])
     start = _query_time(request, "from")
+    if start is not None and not log.matches(start):
+        raise BadRequest(f"from is not a time of output {log.name!r}'s time domain")
     if start is not None and log.is_forgotten(start):
         raise Gone(f"records at {request.query['from']} are no longer retained by this output")
     limits = request.app[SETTINGS].limits

@@ -26,7 +26,7 @@ from typing import Any
 from operators import Capability, OperatorBuilder, OutputPort, Stream
 from service.app.errors import Conflict, Gone, Invalid, LimitExceeded, NotFound
 from service.app.settings import Limits
-from service.progress import Product, check_time, less_equal, minimum_like
+from service.progress import Product, check_time, less_equal, minimum_like, same_domain
 from service.runtime import Interest
 
 
@@ -150,7 +150,7 @@ class ProducerInput:
             )
         time = base.time if start is None else start
         if start is not None:
-            _check(start, like=self._minimum)
+            _check(start, like=self._minimum, pointer="/start")
             if not less_equal(base.time, start):
                 raise Conflict(
                     f"cannot open a session at {start!r}: input {self.name!r} is already at "
@@ -205,8 +205,8 @@ class ProducerInput:
         self._settle()
         return self._ack(None, None, 0)
 
-    def _advance(self, session: Session, time: Hashable) -> None:
-        _check(time, like=self._minimum)
+    def _advance(self, session: Session, time: Hashable, pointer: str = "/time") -> None:
+        _check(time, like=self._minimum, pointer=pointer)
         if not less_equal(session.time, time):
             raise Conflict(
                 f"cannot advance the session from {session.time!r} to the earlier {time!r}"
@@ -228,7 +228,7 @@ class ProducerInput:
     def _validate(self, session: Session, batch: list[tuple[Hashable, Any]], what: str) -> None:
         time = session.time
         for index, (at, _record) in enumerate(batch):
-            _check(at, f"record {index}", self._minimum)
+            _check(at, f"record {index}", self._minimum, f"/records/{index}/0")
             if not less_equal(time, at):
                 raise Conflict(
                     f"record {index} is at {at!r}, before the session's time {time!r}: the "
@@ -263,7 +263,7 @@ class ProducerInput:
                 f"({self._limits.max_staged_records_per_input}) staged records"
             )
         for index, (at, _record) in enumerate(batch):
-            _check(at, f"record {index}", self._minimum)
+            _check(at, f"record {index}", self._minimum, f"/records/{index}/0")
             if not less_equal(base.time, at):
                 raise Conflict(
                     f"record {index} is at {at!r}, before input {self.name!r}'s time "
@@ -312,7 +312,7 @@ class ProducerInput:
         batch = [r for t in transaction_ids for r in self.transactions[t].records]
         self._validate(session, batch, "commit")
         if advance_to is not None:
-            _check(advance_to, like=self._minimum)
+            _check(advance_to, like=self._minimum, pointer="/advance_to")
             if not less_equal(session.time, advance_to):
                 raise Conflict(
                     f"cannot advance the session from {session.time!r} to the earlier "
@@ -322,7 +322,7 @@ class ProducerInput:
         for t in transaction_ids:
             self._staged -= len(self.transactions.pop(t).records)
         if advance_to is not None:
-            self._advance(session, advance_to)
+            self._advance(session, advance_to, "/advance_to")
         ack = self._ack(session, None, len(batch))
         self._commits[idempotency_key] = (tuple(transaction_ids), ack)
         while len(self._commits) > self._limits.idempotency_keys_kept:
@@ -345,21 +345,25 @@ class ProducerInput:
         self._base = None
 
 
-def _check(time: Hashable, where: str = "the time", like: Hashable = None) -> None:
+def _check(
+    time: Hashable, where: str = "the time", like: Hashable = None, pointer: str = ""
+) -> None:
     try:
         check_time(time)
     except (TypeError, ValueError) as error:
-        raise Invalid(f"{where}: {error}") from None
-    if like is not None and not _same_shape(time, like):
-        raise Invalid(f"{where}: {time!r} is not a time of this input's domain (like {like!r})")
+        raise Invalid(f"{where}: {error}", [{"pointer": pointer, "detail": str(error)}]) from None
+    if like is not None and not same_domain(time, like):
+        detail = (
+            f"{_json(time)} is not a time of this input's domain "
+            f"({'an integer' if type(like) is int else 'like ' + repr(_json(like))})"
+        )
+        raise Invalid(f"{where}: {detail}", [{"pointer": pointer, "detail": detail}])
 
 
-def _same_shape(time: Hashable, like: Hashable) -> bool:
-    if type(like) is int:
-        return type(time) is int
-    if isinstance(like, Product) and isinstance(time, Product):
-        return _same_shape(time.outer, like.outer) and _same_shape(time.inner, like.inner)
-    return False
+def _json(time: Hashable) -> Any:
+    if isinstance(time, Product):
+        return [_json(time.outer), _json(time.inner)]
+    return time
 
 
 def producer_input(

@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from operators.capture import Messages, Progress
-from service.progress import Antichain, MutableAntichain, less_equal
+from service.app.errors import Invalid
+from service.progress import Antichain, MutableAntichain, less_equal, same_domain
 
 
 @dataclass(slots=True)
@@ -149,6 +150,11 @@ class OutputLog:
         Once every registered consumer has committed past a completed time, the output may
         forget it. A commit never moves backwards: an earlier time than before is ignored.
         """
+        if committed is not None and not self.matches(committed):
+            raise Invalid(
+                f"{committed!r} is not a time of output {self.name!r}'s domain",
+                [{"pointer": "/committed", "detail": "not a time of this output's domain"}],
+            )
         before = self.consumers.get(consumer)
         if committed is not None and before is not None and less_equal(committed, before):
             committed = before
@@ -184,6 +190,10 @@ class OutputLog:
     def records_at(self, time: Hashable) -> list[Any]:
         """The retained records at ``time`` (empty if none or forgotten)."""
         return list(self._times.get(time, ()))
+
+    def matches(self, time: Hashable) -> bool:
+        """Whether ``time`` belongs to this output's time domain."""
+        return same_domain(time, self.minimum)
 
     def is_forgotten(self, time: Hashable) -> bool:
         """Whether records at ``time`` may have been dropped from retention."""

@@ -21,6 +21,7 @@ from service.progress.timestamp import (
     less_than,
     minimum_like,
     results_in,
+    same_domain,
 )
 
 __all__ = [
@@ -50,5 +51,6 @@ __all__ = [
     "location_key",
     "minimum_like",
     "results_in",
+    "same_domain",
     "summarize",
 ]

@@ -168,6 +168,19 @@ def minimum_like(time: object) -> object:
     raise TypeError(f"not a timestamp: {time!r}")
 
 
+def same_domain(time: object, like: object) -> bool:
+    """Whether ``time`` has the shape of ``like``: both ints, or products of the same shape.
+
+    >>> same_domain(3, 0), same_domain(Product(1, 2), 0), same_domain(Product(1, 2), Product(0, 0))
+    (True, False, True)
+    """
+    if type(like) is int:
+        return type(time) is int
+    if isinstance(like, Product) and isinstance(time, Product):
+        return same_domain(time.outer, like.outer) and same_domain(time.inner, like.inner)
+    return False
+
+
 def identity_like(summary: object) -> object:
     """The identity summary of the domain ``summary`` belongs to (same shape as minimum)."""
     return minimum_like(summary)
