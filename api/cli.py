@@ -139,6 +139,14 @@ async def _serve(settings: Any, demo: bool) -> None:
     from api.server.app import MANAGER
 
     app = create_app(settings)
+    # Handle SIGINT/SIGTERM before the server can answer /readyz: a supervisor that stops
+    # the server as soon as it is ready must get a graceful shutdown.
+    import signal
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
     runner = web.AppRunner(app, shutdown_timeout=10.0)
     await runner.setup()
     site = web.TCPSite(runner, settings.host, settings.port)
@@ -161,13 +169,7 @@ async def _serve(settings: Any, demo: bool) -> None:
             f"  frontier watch {record.id}     # live frontiers\n"
             f"  frontier tail {record.id} counts\n"
         )
-    stop = asyncio.Event()
     try:
-        import signal
-
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
         await stop.wait()
     finally:
         click.echo("shutting down: closing sockets, draining, stopping workers")

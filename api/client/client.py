@@ -12,6 +12,8 @@ import asyncio
 import itertools
 import threading
 from collections.abc import AsyncIterator, Coroutine, Iterator
+from concurrent.futures import Future
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import aiohttp
@@ -28,6 +30,18 @@ class FrontierError(Exception):
         self.problem = problem
         detail = problem.get("detail") or problem.get("title") or "error"
         super().__init__(f"{status}: {detail}")
+
+
+ARROW_STREAM = "application/vnd.apache.arrow.stream"
+
+
+@dataclass(frozen=True, slots=True)
+class ArrowPage:
+    """One page of completed times as an Arrow IPC stream, with the output's frontier."""
+
+    body: bytes
+    frontier: list[Any]
+    next_cursor: str | None
 
 
 class AsyncClient:
@@ -180,6 +194,152 @@ class AsyncClient:
         params = {} if start is None else {"from": orjson.dumps(start).decode()}
         return self._stream(f"/v1/dataflows/{dataflow}/outputs/{output}/events", params)
 
+    # ----------------------------------------------------------------- Arrow bodies, consumers
+
+    async def request_bytes(
+        self,
+        method: str,
+        path: str,
+        data: bytes | None = None,
+        content_type: str | None = None,
+        params: dict[str, str] | None = None,
+        accept: str | None = None,
+    ) -> tuple[bytes, dict[str, str]]:
+        """A request with a raw body; the raw answer and its headers (names lower-cased).
+
+        A refusal raises :class:`FrontierError`.
+        """
+        headers: dict[str, str] = {}
+        if content_type is not None:
+            headers["Content-Type"] = content_type
+        if accept is not None:
+            headers["Accept"] = accept
+        async with self._http().request(
+            method, self.url + path, data=data, params=params, headers=headers
+        ) as response:
+            raw = await response.read()
+            if response.status >= 400:
+                try:
+                    problem = orjson.loads(raw)
+                except orjson.JSONDecodeError:
+                    problem = {"detail": raw.decode(errors="replace")}
+                raise FrontierError(response.status, problem)
+            return raw, {name.lower(): value for name, value in response.headers.items()}
+
+    async def stage_arrow(self, dataflow: str, input: str, transaction: str, body: bytes) -> int:
+        """Stage an Arrow IPC stream body (``time`` and record columns); the transaction's size."""
+        raw, _ = await self.request_bytes(
+            "PUT",
+            f"/v1/dataflows/{dataflow}/inputs/{input}/transactions/{transaction}",
+            body,
+            ARROW_STREAM,
+        )
+        return int(orjson.loads(raw)["staged"])
+
+    async def push_arrow(
+        self, dataflow: str, input: str, session: str, seq: int, body: bytes
+    ) -> Any:
+        """Push an Arrow IPC stream body in a session (whole or nothing); the ack."""
+        raw, _ = await self.request_bytes(
+            "POST",
+            f"/v1/dataflows/{dataflow}/inputs/{input}/sessions/{session}/push",
+            body,
+            ARROW_STREAM,
+            params={"seq": str(seq)},
+        )
+        return orjson.loads(raw)
+
+    async def times_arrow_page(
+        self,
+        dataflow: str,
+        output: str,
+        start: Any = None,
+        end: Any = None,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> ArrowPage:
+        """One page (up to ``limit`` completed times in ``[start, end)``) as an Arrow stream."""
+        params = {"limit": str(limit)}
+        if start is not None:
+            params["from"] = orjson.dumps(start).decode()
+        if end is not None:
+            params["to"] = orjson.dumps(end).decode()
+        if cursor is not None:
+            params["cursor"] = cursor
+        raw, headers = await self.request_bytes(
+            "GET",
+            f"/v1/dataflows/{dataflow}/outputs/{output}/times",
+            params=params,
+            accept=ARROW_STREAM,
+        )
+        frontier = orjson.loads(headers.get("x-frontier", "[]"))
+        return ArrowPage(raw, frontier, headers.get("x-next-cursor"))
+
+    async def times_arrow(
+        self, dataflow: str, output: str, start: Any = None, end: Any = None, page: int = 100
+    ) -> AsyncIterator[bytes]:
+        """Arrow IPC streams (``time`` int64, ``record`` JSON text) of the completed times."""
+        cursor: str | None = None
+        while True:
+            answer = await self.times_arrow_page(dataflow, output, start, end, page, cursor)
+            yield answer.body
+            if answer.next_cursor is None:
+                return
+            cursor = answer.next_cursor
+
+    async def times_page(
+        self,
+        dataflow: str,
+        output: str,
+        start: Any = None,
+        end: Any = None,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> Any:
+        """One JSON page: ``{"times": [{"time", "records"}], "frontier", "next_cursor"}``."""
+        params = {"limit": str(limit)}
+        if start is not None:
+            params["from"] = orjson.dumps(start).decode()
+        if end is not None:
+            params["to"] = orjson.dumps(end).decode()
+        if cursor is not None:
+            params["cursor"] = cursor
+        return await self.request(
+            "GET", f"/v1/dataflows/{dataflow}/outputs/{output}/times", params=params
+        )
+
+    async def output_frontier(self, dataflow: str, output: str) -> list[Any]:
+        """An output's frontier now (``[]`` once it is complete)."""
+        described = await self.dataflow(dataflow, operators=False)
+        outputs = described["outputs"]
+        if output not in outputs:
+            raise FrontierError(404, {"detail": f"dataflow {dataflow!r} has no output {output!r}"})
+        return list(outputs[output]["frontier"])
+
+    async def input_frontier(self, dataflow: str, input: str) -> list[Any]:
+        """An input's frontier now (``[]`` once it is closed)."""
+        described = await self.dataflow(dataflow, operators=False)
+        inputs = described["inputs"]
+        if input not in inputs:
+            raise FrontierError(404, {"detail": f"dataflow {dataflow!r} has no input {input!r}"})
+        return list(inputs[input]["frontier"])
+
+    async def commit_consumer(
+        self, dataflow: str, output: str, consumer: str, committed: Any
+    ) -> Any:
+        """Register a consumer of an output as having read every time before ``committed``."""
+        return await self.request(
+            "PUT",
+            f"/v1/dataflows/{dataflow}/outputs/{output}/consumers/{consumer}",
+            {"committed": committed},
+        )
+
+    async def forget_consumer(self, dataflow: str, output: str, consumer: str) -> None:
+        """Unregister a consumer of an output."""
+        await self.request(
+            "DELETE", f"/v1/dataflows/{dataflow}/outputs/{output}/consumers/{consumer}"
+        )
+
 
 class AsyncSession:
     """A producer session: push batches, advance, commit transactions, close."""
@@ -290,6 +450,58 @@ class Client:
             return [item async for item in self.aio.times(dataflow, output, start, end)]
 
         return iter(self._run(collect()))
+
+    def submit(self, coroutine: Coroutine[Any, Any, T]) -> Future[T]:
+        """Run a coroutine of :attr:`aio` on the loop thread without waiting for it."""
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop)
+
+    def stage_arrow(self, dataflow: str, input: str, transaction: str, body: bytes) -> int:
+        """Stage an Arrow IPC stream body in a transaction."""
+        return self._run(self.aio.stage_arrow(dataflow, input, transaction, body))
+
+    def push_arrow(self, dataflow: str, input: str, session: str, seq: int, body: bytes) -> Any:
+        """Push an Arrow IPC stream body in a session."""
+        return self._run(self.aio.push_arrow(dataflow, input, session, seq, body))
+
+    def times_arrow_page(
+        self,
+        dataflow: str,
+        output: str,
+        start: Any = None,
+        end: Any = None,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> ArrowPage:
+        """One page of completed times as an Arrow IPC stream."""
+        return self._run(self.aio.times_arrow_page(dataflow, output, start, end, limit, cursor))
+
+    def times_page(
+        self,
+        dataflow: str,
+        output: str,
+        start: Any = None,
+        end: Any = None,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> Any:
+        """One JSON page of completed times."""
+        return self._run(self.aio.times_page(dataflow, output, start, end, limit, cursor))
+
+    def output_frontier(self, dataflow: str, output: str) -> list[Any]:
+        """An output's frontier now."""
+        return self._run(self.aio.output_frontier(dataflow, output))
+
+    def input_frontier(self, dataflow: str, input: str) -> list[Any]:
+        """An input's frontier now."""
+        return self._run(self.aio.input_frontier(dataflow, input))
+
+    def commit_consumer(self, dataflow: str, output: str, consumer: str, committed: Any) -> Any:
+        """Register a consumer as having read every time before ``committed``."""
+        return self._run(self.aio.commit_consumer(dataflow, output, consumer, committed))
+
+    def forget_consumer(self, dataflow: str, output: str, consumer: str) -> None:
+        """Unregister a consumer."""
+        self._run(self.aio.forget_consumer(dataflow, output, consumer))
 
 
 class Session:

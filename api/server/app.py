@@ -7,6 +7,7 @@ away".
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import logging
 import weakref
@@ -47,6 +48,7 @@ class OpenSockets:
 
     def __init__(self) -> None:
         self.open: weakref.WeakSet[web.WebSocketResponse] = weakref.WeakSet()
+        self.producers: weakref.WeakSet[web.WebSocketResponse] = weakref.WeakSet()
 
 
 SOCKETS = web.AppKey("sockets", OpenSockets)
@@ -202,17 +204,26 @@ async def list_dataflows(request: web.Request) -> web.Response:
     records = manager.listing(tenant_of(request))
     start = 0
     if "cursor" in request.query:
-        after = _uncursor(request.query["cursor"])
-        ids = [r.id for r in records]
-        if after not in ids:
-            raise BadRequest(f"cursor {request.query['cursor']!r} does not name a dataflow here")
-        start = ids.index(after) + 1
+        # A cursor is the position (creation time, id) of the last item given: it stays
+        # valid even if that dataflow is dropped meanwhile.
+        created, _, after = _uncursor(request.query["cursor"]).partition(" ")
+        try:
+            position = (float(created), after)
+        except ValueError:
+            raise BadRequest(
+                f"cursor {request.query['cursor']!r} is not one this server gave out"
+            ) from None
+        start = next(
+            (i for i, r in enumerate(records) if (r.created_at, r.id) > position), len(records)
+        )
     page = records[start : start + limit]
     more = start + limit < len(records)
     return json_response(
         {
             "items": [r.summary() for r in page],
-            "next_cursor": _cursor(page[-1].id) if more and page else None,
+            "next_cursor": _cursor(f"{page[-1].created_at!r} {page[-1].id}")
+            if more and page
+            else None,
         }
     )
 
@@ -442,8 +453,18 @@ async def _lifecycle(app: web.Application) -> AsyncIterator[None]:
 
 
 async def _going_away(app: web.Application) -> None:
+    # First let every subscriber's handler send its final event (with a resume point) and
+    # close with "going away"; then close whatever is still open (producers).
+    app[MANAGER].closing()
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 2.0
+    while any(not ws.closed for ws in app[SOCKETS].open) and loop.time() < deadline:
+        await asyncio.sleep(0.01)
+        if all(ws.closed or ws in app[SOCKETS].producers for ws in app[SOCKETS].open):
+            break
     for ws in list(app[SOCKETS].open):
-        await ws.close(code=WSCloseCode.GOING_AWAY, message=b"the server is shutting down")
+        if not ws.closed:
+            await ws.close(code=WSCloseCode.GOING_AWAY, message=b"the server is shutting down")
 
 
 def create_app(settings: Settings, manager: DataflowManager | None = None) -> web.Application:

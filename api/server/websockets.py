@@ -161,8 +161,10 @@ async def output_events(request: web.Request) -> web.WebSocketResponse:
 async def push_stream(request: web.Request) -> web.WebSocketResponse:
     """A producer session over one socket, with credit-based flow control.
 
-    The server grants ``credits`` batches up front; each ack returns one. A client that sends
-    with no credit left is closed with 4429: it ignored the flow control.
+    The server grants ``ws_credits`` frames up front: a client may have that many frames
+    sent and not yet answered. A reader takes frames off the socket as they arrive and counts
+    them; one more than the credits closes the socket with 4429 (the client ignored the flow
+    control). Each answer returns a credit and says how many the client has now.
     """
     manager = request.app[MANAGER]
     producer = manager.input(
@@ -170,35 +172,51 @@ async def push_stream(request: web.Request) -> web.WebSocketResponse:
     )
     session = producer.open_session(_query_time(request, "start"))
     limits = request.app[SETTINGS].limits
-    available = limits.ws_credits
+    credits = limits.ws_credits
     ws = await _open(request)
+    request.app[SOCKETS].producers.add(ws)
     await _send(
         ws,
         {
             "type": "session",
             "session": session.id,
             "time": time_to_json(session.time),
-            "credits": available,
+            "credits": credits,
         },
     )
+    # Bounded by the credits: the reader closes the socket before it would hold more.
+    frames: asyncio.Queue[bytes | str | None] = asyncio.Queue(maxsize=credits + 1)
+    unanswered = 0
+
+    async def read() -> None:
+        nonlocal unanswered
+        try:
+            async for message in ws:
+                if message.type not in (WSMsgType.TEXT, WSMsgType.BINARY):
+                    continue
+                if len(message.data) > limits.max_frame_bytes:
+                    await _close(
+                        ws, TOO_LARGE, f"a frame may be at most {limits.max_frame_bytes} bytes"
+                    )
+                    break
+                unanswered += 1
+                if unanswered > credits:
+                    await _close(ws, NO_CREDIT, "sent without credit: wait for acks")
+                    break
+                frames.put_nowait(message.data)
+        finally:
+            frames.put_nowait(None)
+
+    reader = asyncio.ensure_future(read())
     try:
-        async for message in ws:
-            if message.type not in (WSMsgType.TEXT, WSMsgType.BINARY):
-                continue
-            if len(message.data) > limits.max_frame_bytes:
-                await _close(
-                    ws, TOO_LARGE, f"a frame may be at most {limits.max_frame_bytes} bytes"
-                )
+        while True:
+            data = await frames.get()
+            if data is None or ws.closed:
                 break
-            if available <= 0:
-                await _close(ws, NO_CREDIT, "sent without credit: wait for acks")
-                break
-            available -= 1
             try:
-                frame = ClientFrame.validate_json(message.data)
+                frame = ClientFrame.validate_json(data)
             except ValidationError as error:
-                problem = invalid_body(error)
-                await _send(ws, _error_frame(problem))
+                await _send(ws, _error_frame(invalid_body(error)))
                 await _close(ws, BAD_FRAME, "invalid frame")
                 break
             try:
@@ -208,20 +226,24 @@ async def push_stream(request: web.Request) -> web.WebSocketResponse:
                     ack = producer.advance(session.id, frame.time, frame.seq)
                 else:
                     ack = producer.close_session(session.id)
+                    unanswered -= 1
                     await _send(ws, {"type": "ack", **ack_json(ack), "credits": 0})
                     await ws.close()
                     break
             except ServiceError as error:
-                available += 1
-                await _send(ws, _error_frame(error))
+                unanswered -= 1
+                await _send(ws, {**_error_frame(error), "credits": credits - unanswered})
                 code = _CLOSE_FOR_STATUS.get(error.status)
                 if code is not None:
                     await _close(ws, code, error.detail)
                     break
                 continue
-            available += 1
-            await _send(ws, {"type": "ack", **ack_json(ack), "credits": available})
+            unanswered -= 1
+            await _send(ws, {"type": "ack", **ack_json(ack), "credits": credits - unanswered})
     finally:
+        reader.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await reader
         if session.id in producer.sessions and not producer.closed and not producer.dropped:
             # A producer that disconnects without closing must not hold the input forever.
             producer.close_session(session.id)

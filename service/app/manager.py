@@ -17,6 +17,7 @@ import asyncio
 import importlib
 import time as wallclock
 import uuid
+from collections import OrderedDict
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -95,6 +96,8 @@ class DataflowManager:
         self._failure: BaseException | None = None
         self._after_scheduled = False
         self.frontier_watchers: dict[str, list[FrontierWatch]] = {}
+        self._dropped: OrderedDict[str, str] = OrderedDict()
+        """Recently dropped dataflows (id -> tenant), so their clients get 410, not 404."""
 
     # ----------------------------------------------------------------- lifecycle
 
@@ -114,14 +117,22 @@ class DataflowManager:
             for worker, sequencer in zip(self._workers, self._sequencers, strict=True)
         ]
 
-    async def stop(self) -> None:
-        """Stop the workers; every subscriber is closed with "going away"."""
+    def closing(self) -> None:
+        """Stop taking work: close every subscriber and watch with "going away".
+
+        Called first on shutdown, so that socket handlers can send their final events (with
+        resume points) before the sockets close.
+        """
         self._stopping = True
         for record in self.dataflows.values():
             for log in record.outputs.values():
                 log.close("going away: the service is stopping")
             for watch in self.frontier_watchers.get(record.id, []):
                 watch.close("going away: the service is stopping")
+
+    async def stop(self) -> None:
+        """Stop the workers; every subscriber is closed with "going away"."""
+        self.closing()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -260,6 +271,8 @@ class DataflowManager:
         """The tenant's dataflow, or :class:`NotFound` (also for other tenants' dataflows)."""
         record = self.dataflows.get(dataflow_id)
         if record is None or record.tenant != tenant:
+            if self._dropped.get(dataflow_id) == tenant:
+                raise Gone(f"dataflow {dataflow_id!r} was dropped")
             raise NotFound(f"no dataflow {dataflow_id!r}")
         return record
 
@@ -285,6 +298,9 @@ class DataflowManager:
         for watch in self.frontier_watchers.pop(record.id, []):
             watch.close("the dataflow was dropped")
         del self.dataflows[dataflow_id]
+        self._dropped[dataflow_id] = tenant
+        while len(self._dropped) > 10_000:
+            self._dropped.popitem(last=False)
 
     def input(self, tenant: str, dataflow_id: str, name: str) -> ProducerInput:
         """A dataflow's input (on its owner worker)."""
