@@ -277,6 +277,16 @@ def watch(dataflow: str, operators: bool, url: str | None, token: str | None) ->
             table.add_row(location, json.dumps(frontier) if frontier else "[] (complete)")
         return table
 
+    async def plain() -> None:
+        # Not a terminal: one flushed line per change, for pipes and scripts.
+        async with AsyncClient(_url(url), _token(token)) as client:
+            async for event in client.frontiers(dataflow, operators):
+                if event.get("type") == "frontier":
+                    click.echo(f"{event['location']} {json.dumps(event['frontier'])}")
+                elif event.get("type") == "closed":
+                    click.echo(f"closed: {event.get('reason')}")
+                sys.stdout.flush()
+
     async def go() -> None:
         async with AsyncClient(_url(url), _token(token)) as client:
             with Live(render(), refresh_per_second=8) as live:
@@ -288,7 +298,7 @@ def watch(dataflow: str, operators: bool, url: str | None, token: str | None) ->
                         click.echo(f"closed: {event.get('reason')}")
 
     try:
-        asyncio_run(go())
+        asyncio_run(go() if sys.stdout.isatty() else plain())
     except FrontierError as error:
         _fail(error)
 
@@ -306,7 +316,9 @@ def tail(dataflow: str, output: str, start: str | None, url: str | None, token: 
     async def go() -> None:
         async with AsyncClient(_url(url), _token(token)) as client:
             async for event in client.events(dataflow, output, begin):
+                # One line per event, flushed: readers of a pipe see events as they come.
                 click.echo(orjson.dumps(event).decode())
+                sys.stdout.flush()
 
     try:
         asyncio_run(go())
