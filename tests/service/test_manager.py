@@ -132,11 +132,14 @@ async def test_create_get_listing_drop(start: Start, workers: int) -> None:
     assert on_workers(manager, first) == [False] * workers
     assert on_workers(manager, second) == [True] * workers
     assert manager.listing("t") == [second]
-    with pytest.raises(NotFound) as caught:
+    # A dropped dataflow answers 410 to its tenant (and stays unknown to others).
+    with pytest.raises(Gone) as caught:
         manager.get("t", first.id)
-    assert caught.value.detail == f"no dataflow {first.id!r}"
-    with pytest.raises(NotFound):
+    assert caught.value.detail == f"dataflow {first.id!r} was dropped"
+    with pytest.raises(Gone):
         await manager.drop("t", first.id)
+    with pytest.raises(NotFound):
+        manager.get("other", first.id)
     # The other dataflow keeps working.
     x = manager.input("t", second.id, "x")
     session = x.open_session()
@@ -433,7 +436,7 @@ async def test_drop_closes_subscribers_and_producers_get_gone(start: Start, work
         with pytest.raises(Gone) as caught:
             call()
         assert caught.value.detail == "the dataflow of input 'x' was dropped"
-    with pytest.raises(NotFound):
+    with pytest.raises(Gone):
         manager.input("t", record.id, "x")
     assert on_workers(manager, record) == [False] * workers
 
