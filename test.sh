@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Set up .venv with the dev extra (if needed), then run every check, stopping at the first failure.
+# Set up .venv with the dev and spark extras (if needed), then run every check, stopping at the
+# first failure.
 # Extra arguments are passed to pytest, e.g. ./test.sh -m 'not slow' or ./test.sh tests/unit.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -8,11 +9,14 @@ if [[ ! -x .venv/bin/python ]]; then
     python3 -m venv .venv
 fi
 
-# Reinstall only when pyproject.toml changed: the stamp name carries its sha1.
+# Reinstall only when pyproject.toml (or the extras) changed: the stamp name carries both.
+extras="dev,spark"
 sha=$(.venv/bin/python -c 'import hashlib; print(hashlib.sha1(open("pyproject.toml", "rb").read()).hexdigest())')
-stamp=".venv/.frontier-dev-installed-$sha"
+stamp=".venv/.frontier-dev-installed-${extras/,/-}-$sha"
 if [[ ! -f "$stamp" || pyproject.toml -nt "$stamp" ]]; then
-    .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+    # pyspark (the spark extra, for tests/spark) is large: it is downloaded once; later
+    # reinstalls find it already satisfied.
+    .venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[$extras]"
     rm -f .venv/.frontier-dev-installed-*
     touch "$stamp"
 fi

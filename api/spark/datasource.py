@@ -1,0 +1,45 @@
+"""The ``frontier`` PySpark data source: the sink (batch and streaming) and the source."""
+
+from __future__ import annotations
+
+from pyspark.sql.datasource import DataSource
+from pyspark.sql.types import StructType
+
+from api.spark.options import OptionError, sink_options, source_options, source_schema
+from api.spark.sink import FrontierStreamWriter, FrontierWriter
+from api.spark.source import FrontierReader, FrontierStreamReader
+
+
+class FrontierDataSource(DataSource):  # type: ignore[misc,unused-ignore]
+    """Reads completed times of a Frontier output; writes rows into a Frontier input.
+
+    Register it with ``api.spark.register(spark)`` (or ``spark.dataSource.register``), then
+    use ``format("frontier")``; the options are in :mod:`api.spark.options`.
+    """
+
+    @classmethod
+    def name(cls) -> str:
+        """The format name."""
+        return "frontier"
+
+    def schema(self) -> str:
+        """``time LONG, record STRING``, or ``time LONG`` and the ``recordSchema`` fields."""
+        return source_schema(source_options(self.options))
+
+    def reader(self, schema: StructType) -> FrontierReader:
+        """A batch reader of an output."""
+        return FrontierReader(source_options(self.options), schema)
+
+    def streamReader(self, schema: StructType) -> FrontierStreamReader:
+        """A streaming reader of an output."""
+        return FrontierStreamReader(source_options(self.options), schema)
+
+    def writer(self, schema: StructType, overwrite: bool) -> FrontierWriter:
+        """A batch writer into an input (``mode("append")``: an input only takes more)."""
+        if overwrite:
+            raise OptionError('the frontier sink only adds records to an input: use mode("append")')
+        return FrontierWriter(sink_options(self.options))
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> FrontierStreamWriter:
+        """A streaming writer into an input."""
+        return FrontierStreamWriter(sink_options(self.options, streaming=True))

@@ -1,0 +1,322 @@
+"""The Spark data source's options: parsed and checked once, in pure Python (no JVM, no pyspark).
+
+Spark hands options over lower-cased with string values; :func:`sink_options` and
+:func:`source_options` accept any case and answer frozen dataclasses, or raise
+:class:`OptionError` naming the option. The names of transactions, idempotency keys and
+consumers are built here too, so the tasks and the committer agree on them.
+
+>>> sink_options({"url": "http://h:1/", "dataflow": "d", "input": "i", "time": "3"}).time
+3
+>>> transaction_name("w1", 4, 0)
+'spark.w1.p4.a0'
+>>> transaction_name("w1", 4, 1, batch=7)
+'spark.w1.b7.p4.a1'
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+MAX_SPARK_TIME = 2**63 - 1
+"""Spark's LONG is signed: the largest time a Spark column can carry."""
+
+DEFAULT_BATCH_SIZE = 10_000
+"""Rows per staging request (Spark's Arrow batches are 10,000 rows)."""
+
+MAX_BATCH_SIZE = 100_000
+"""The server's default ``max_batch_records``."""
+
+DEFAULT_PAGE_TIMES = 100
+"""Completed times per read request (the server allows up to 1000)."""
+
+DEFAULT_MAX_TASK_ATTEMPTS = 4
+"""Spark's default ``spark.task.maxFailures``: the attempts whose leftovers commit and abort
+sweep away."""
+
+_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+_ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_-]{0,99}$")
+
+Advance = Literal["max", "none", "close"]
+
+
+class OptionError(ValueError):
+    """An option of the ``frontier`` data source is missing or has a wrong value."""
+
+
+def _lower(options: Mapping[str, str]) -> dict[str, str]:
+    return {str(key).lower(): str(value) for key, value in options.items()}
+
+
+def _required(options: dict[str, str], key: str, what: str) -> str:
+    value = options.get(key.lower(), "").strip()
+    if not value:
+        raise OptionError(f"option {key!r} is required: {what}")
+    return value
+
+
+def _int(
+    options: dict[str, str],
+    key: str,
+    default: int | None,
+    least: int = 0,
+    most: int = MAX_SPARK_TIME,
+) -> int | None:
+    raw = options.get(key.lower())
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        raise OptionError(f"option {key!r} must be an integer, not {raw!r}") from None
+    if not least <= value <= most:
+        raise OptionError(f"option {key!r} must be from {least} to {most}, not {value}")
+    return value
+
+
+def _bool(options: dict[str, str], key: str, default: bool) -> bool:
+    raw = options.get(key.lower())
+    if raw is None:
+        return default
+    value = raw.strip().lower()
+    if value in ("true", "1", "yes"):
+        return True
+    if value in ("false", "0", "no"):
+        return False
+    raise OptionError(f"option {key!r} must be true or false, not {raw!r}")
+
+
+def _name(options: dict[str, str], key: str, what: str) -> str:
+    value = _required(options, key, what)
+    if not _NAME.match(value):
+        raise OptionError(
+            f"option {key!r} must be a node name (letters, digits, _ . -), not {value!r}"
+        )
+    return value
+
+
+def _identifier(options: dict[str, str], key: str) -> str | None:
+    raw = options.get(key.lower())
+    if raw is None:
+        return None
+    value = raw.strip()
+    if not _ID.match(value):
+        raise OptionError(
+            f"option {key!r} must be 1 to 100 letters, digits, _ or - (it names server "
+            f"objects), not {raw!r}"
+        )
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class Connection:
+    """Where the server is and how to talk to it."""
+
+    url: str
+    dataflow: str
+    token: str | None = None
+    timeout: float = 60.0
+
+
+def connection(options: dict[str, str]) -> Connection:
+    """The ``url``, ``dataflow``, ``token`` (or ``$FRONTIER_TOKEN``) and ``timeout`` options."""
+    url = _required(options, "url", "the Frontier server, e.g. http://127.0.0.1:8080")
+    if not url.startswith(("http://", "https://")):
+        raise OptionError(f"option 'url' must be an http:// or https:// URL, not {url!r}")
+    dataflow = _required(options, "dataflow", "the id of the dataflow")
+    token = options.get("token") or os.environ.get("FRONTIER_TOKEN") or None
+    raw_timeout = options.get("timeout", "60")
+    try:
+        timeout = float(raw_timeout)
+    except ValueError:
+        raise OptionError(f"option 'timeout' must be seconds, not {raw_timeout!r}") from None
+    if not timeout > 0:
+        raise OptionError(f"option 'timeout' must be positive, not {raw_timeout!r}")
+    return Connection(url.rstrip("/"), dataflow, token, timeout)
+
+
+# --------------------------------------------------------------------------- the sink
+
+
+@dataclass(frozen=True, slots=True)
+class SinkOptions:
+    """How a DataFrame becomes records of an input.
+
+    Each row is a record at the time in ``time_column`` (or the fixed ``time``; for a stream
+    with neither, ``batchId + time_offset``). The record is the row's other columns as a JSON
+    object, or the JSON text in ``value_column``.
+    """
+
+    connection: Connection
+    input: str
+    time_column: str | None = None
+    time: int | None = None
+    time_offset: int = 0
+    value_column: str | None = None
+    advance: Advance = "max"
+    writer_id: str | None = None
+    batch_size: int = DEFAULT_BATCH_SIZE
+    max_task_attempts: int = DEFAULT_MAX_TASK_ATTEMPTS
+
+
+def sink_options(raw: Mapping[str, str], streaming: bool = False) -> SinkOptions:
+    """The sink's options; :class:`OptionError` if one is missing or wrong.
+
+    Options: ``url``, ``dataflow``, ``input`` (required); ``timeColumn`` or ``time`` (one is
+    required for a batch write; a stream without either writes at ``batchId + timeOffset``);
+    ``valueColumn``; ``advanceFrontier`` (``max``: past the largest time written, the default;
+    ``none``; ``close``: close the input); ``writerId`` (required for a stream: it keys each
+    micro-batch's idempotent commit); ``batchSize`` (rows per request); ``maxTaskAttempts``;
+    ``token``; ``timeout``.
+    """
+    options = _lower(raw)
+    conn = connection(options)
+    input_name = _name(options, "input", "the dataflow input to write into")
+    time_column = options.get("timecolumn") or None
+    time = _int(options, "time", None)
+    if time_column is not None and time is not None:
+        raise OptionError("give either option 'timeColumn' or option 'time', not both")
+    if not streaming and time_column is None and time is None:
+        raise OptionError(
+            "a batch write needs option 'timeColumn' (a column of integer times) or option "
+            "'time' (one time for every row)"
+        )
+    time_offset = _int(options, "timeOffset", 0)
+    assert time_offset is not None
+    if "timeoffset" in options and not streaming:
+        raise OptionError("option 'timeOffset' is for streaming writes (time = batchId + offset)")
+    value_column = options.get("valuecolumn") or None
+    if value_column is not None and value_column == time_column:
+        raise OptionError("options 'valueColumn' and 'timeColumn' name the same column")
+    advance = options.get("advancefrontier", "max").strip().lower()
+    if advance not in ("max", "none", "close"):
+        raise OptionError(
+            f"option 'advanceFrontier' must be max (past the largest time written), none or "
+            f"close, not {options['advancefrontier']!r}"
+        )
+    if streaming and advance == "close":
+        raise OptionError(
+            "option 'advanceFrontier' close is for batch writes: a stream writes on after "
+            "each micro-batch (close the input when the query is done)"
+        )
+    writer_id = _identifier(options, "writerId")
+    if streaming and writer_id is None:
+        raise OptionError(
+            "a streaming write needs option 'writerId': a name that stays the same across "
+            "restarts of the query, so a replayed micro-batch is recognised and applied once"
+        )
+    batch_size = _int(options, "batchSize", DEFAULT_BATCH_SIZE, 1, MAX_BATCH_SIZE)
+    attempts = _int(options, "maxTaskAttempts", DEFAULT_MAX_TASK_ATTEMPTS, 1, 1000)
+    assert batch_size is not None and attempts is not None
+    return SinkOptions(
+        conn,
+        input_name,
+        time_column,
+        time,
+        time_offset,
+        value_column,
+        advance,  # type: ignore[arg-type]
+        writer_id,
+        batch_size,
+        attempts,
+    )
+
+
+def transaction_name(writer: str, partition: int, attempt: int, batch: int | None = None) -> str:
+    """The staged transaction of one task attempt: deterministic, so a committer can find it."""
+    if batch is None:
+        return f"spark.{writer}.p{partition}.a{attempt}"
+    return f"spark.{writer}.b{batch}.p{partition}.a{attempt}"
+
+
+def idempotency_key(writer: str, batch: int | None = None) -> str:
+    """The commit's idempotency key: the writer (a batch job) or writer and micro-batch."""
+    return f"spark.{writer}" if batch is None else f"spark.{writer}.b{batch}"
+
+
+def swept_attempts(max_task_attempts: int, succeeded: int | None) -> range:
+    """The attempt numbers whose transactions a commit or abort discards for one partition.
+
+    Every attempt Spark may have made: up to ``max_task_attempts``, and at least up to the
+    successful one (speculative attempts may number past the retries).
+    """
+    top = max_task_attempts if succeeded is None else max(max_task_attempts, succeeded + 1)
+    return range(top)
+
+
+# --------------------------------------------------------------------------- the source
+
+
+@dataclass(frozen=True, slots=True)
+class SourceOptions:
+    """Which completed times of an output to read, and how."""
+
+    connection: Connection
+    output: str
+    starting: int | Literal["earliest", "latest"] = "earliest"
+    ending: int | None = None
+    num_partitions: int = 1
+    record_schema: str | None = None
+    max_records_per_trigger: int | None = None
+    consumer_id: str | None = None
+    page_times: int = DEFAULT_PAGE_TIMES
+
+
+def source_options(raw: Mapping[str, str]) -> SourceOptions:
+    """The source's options; :class:`OptionError` if one is missing or wrong.
+
+    Options: ``url``, ``dataflow``, ``output`` (required); ``startingTime`` (an integer,
+    ``earliest`` (the default: the oldest retained time) or ``latest`` (streams: the output's
+    frontier now)); ``endingTime`` (batch: exclusive); ``numPartitions``; ``recordSchema`` (a
+    DDL string of fields parsed from each record's JSON, e.g. ``key STRING, count LONG``);
+    ``maxRecordsPerTrigger`` (streams: whole times only); ``consumerId`` (streams: registers
+    the query as a consumer, so the output keeps what it has not read and forgets the rest);
+    ``pageTimes``; ``token``; ``timeout``.
+    """
+    options = _lower(raw)
+    conn = connection(options)
+    output = _name(options, "output", "the dataflow output to read")
+    starting: int | Literal["earliest", "latest"]
+    raw_start = options.get("startingtime", "earliest").strip().lower()
+    if raw_start in ("earliest", "latest"):
+        starting = raw_start  # type: ignore[assignment]
+    else:
+        value = _int(options, "startingTime", 0)
+        assert value is not None
+        starting = value
+    ending = _int(options, "endingTime", None)
+    if isinstance(starting, int) and ending is not None and ending < starting:
+        raise OptionError(f"option 'endingTime' ({ending}) is before 'startingTime' ({starting})")
+    partitions = _int(options, "numPartitions", 1, 1, 10_000)
+    limit = _int(options, "maxRecordsPerTrigger", None, 1)
+    schema = options.get("recordschema", "").strip() or None
+    page = _int(options, "pageTimes", DEFAULT_PAGE_TIMES, 1, 1000)
+    assert partitions is not None and page is not None
+    return SourceOptions(
+        conn,
+        output,
+        starting,
+        ending,
+        partitions,
+        schema,
+        limit,
+        _identifier(options, "consumerId"),
+        page,
+    )
+
+
+def source_schema(options: SourceOptions) -> str:
+    """The DDL schema the source declares: ``time LONG, record STRING`` or typed fields."""
+    if options.record_schema is None:
+        return "time LONG, record STRING"
+    return f"time LONG, {options.record_schema}"
+
+
+def checked_time(value: object, where: str) -> int:
+    """A time that a Spark LONG can hold; :class:`OptionError` naming ``where`` otherwise."""
+    if type(value) is not int or not 0 <= value <= MAX_SPARK_TIME:
+        raise OptionError(f"{where}: {value!r} is not a time from 0 to 2**63 - 1")
+    return value

@@ -1,0 +1,545 @@
+"""The sink: Spark rows into a Frontier input, exactly once.
+
+Every task stages its rows, as Arrow IPC bodies of ``batchSize`` rows, in a transaction of
+its own, named after the writer, the partition and the attempt (and the micro-batch of a
+stream): :func:`~api.spark.options.transaction_name`. Nothing is visible until the
+committer (a fresh process on the driver's side) opens a session on the input and commits
+exactly the successful attempts' transactions in one call, whose idempotency key is the
+writer (and micro-batch), advancing the input past the largest time written in the same
+call. Then it discards every transaction a failed, retried or speculative attempt may have
+left: the names are deterministic, so it finds them without a listing. An abort discards
+them all.
+
+A stream's micro-batch replayed after a driver restart commits under the same key: if the
+first run's commit was applied, the server answers it again without applying anything (its
+rows are then before the input's time and cannot even be staged: the tasks report them as
+*late*, and the committer accepts that only when the key was already used).
+
+The functions here take plain values (no ``TaskContext``) so they are tested without a JVM;
+the Spark classes at the bottom only gather those values.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import logging
+import time
+import uuid
+from collections import deque
+from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+import aiohttp
+import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql.datasource import (
+    DataSourceArrowWriter,
+    DataSourceStreamArrowWriter,
+    WriterCommitMessage,
+)
+
+from api.client import Client, FrontierError
+from api.spark.options import (
+    MAX_SPARK_TIME,
+    SinkOptions,
+    idempotency_key,
+    swept_attempts,
+    transaction_name,
+)
+
+log = logging.getLogger("frontier.spark")
+
+COMMIT_TRIES = 3
+"""Commit calls made when the answer is lost (connection error, timeout): same key each."""
+
+COMMIT_BACKOFF = 0.5
+"""Seconds before the second commit call (twice that before the third)."""
+
+IN_FLIGHT = 2
+"""Staging requests a task keeps in flight while it builds the next body."""
+
+_SCHEMA_RECORD = pa.schema([pa.field("time", pa.int64(), False), pa.field("record", pa.string())])
+
+
+class SinkError(RuntimeError):
+    """The sink cannot write these rows (the message says why and what to change)."""
+
+
+@dataclass(frozen=True, slots=True)
+class FrontierCommitMessage(WriterCommitMessage):  # type: ignore[misc,unused-ignore]
+    """What a task attempt staged, for the committer."""
+
+    partition: int
+    attempt: int
+    transaction: str
+    rows: int
+    max_time: int | None
+    late: str | None = None
+    """Why the server refused the rows as before the input's time (``None``: staged)."""
+
+
+# --------------------------------------------------------------------------- Arrow bodies
+
+
+def _find(batch: pa.RecordBatch, name: str) -> str:
+    names: list[str] = batch.schema.names
+    if name in names:
+        return name
+    folded = [n for n in names if n.lower() == name.lower()]
+    if len(folded) == 1:
+        return folded[0]
+    raise SinkError(f"the DataFrame has no column {name!r} (its columns: {names})")
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, Decimal):
+        return float(value)
+    if isinstance(value, bytes | bytearray):
+        return base64.b64encode(value).decode()
+    raise TypeError(f"cannot write {type(value).__name__} as JSON")
+
+
+def _plain(kind: pa.DataType) -> bool:
+    """Whether the server turns values of ``kind`` into JSON as Spark's ``to_json`` would."""
+    if (
+        pa.types.is_integer(kind)
+        or pa.types.is_floating(kind)
+        or pa.types.is_boolean(kind)
+        or pa.types.is_string(kind)
+        or pa.types.is_large_string(kind)
+        or pa.types.is_null(kind)
+        or pa.types.is_date(kind)
+        or pa.types.is_timestamp(kind)
+    ):
+        return True
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        return _plain(kind.value_type)
+    if pa.types.is_struct(kind):
+        return all(_plain(kind.field(i).type) for i in range(kind.num_fields))
+    return False
+
+
+def record_columns(batch: pa.RecordBatch, options: SinkOptions) -> pa.RecordBatch:
+    """The record part of a body: the columns to send beside ``time``.
+
+    Either a single ``record`` column of JSON text (``valueColumn``, or rows the server would
+    misread: a lone column named ``record``, a column named ``time``, maps, binary, nested
+    decimals) or the row's columns as they are, which the server turns into JSON objects.
+    """
+    if options.value_column is not None:
+        column = batch.column(_find(batch, options.value_column))
+        if pa.types.is_binary(column.type) or pa.types.is_large_binary(column.type):
+            column = pc.cast(column, pa.string())
+        elif not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):
+            raise SinkError(
+                f"option 'valueColumn' names a column of {column.type}: it must hold JSON text"
+            )
+        return pa.RecordBatch.from_arrays([pc.cast(column, pa.string())], names=["record"])
+    drop = None if options.time_column is None else _find(batch, options.time_column)
+    names = [n for n in batch.schema.names if n != drop]
+    columns = [batch.column(n) for n in names]
+    columns = [pc.cast(c, pa.float64()) if pa.types.is_decimal(c.type) else c for c in columns]
+    passthrough = (
+        names
+        and names != ["record"]
+        and "time" not in names
+        and len(set(names)) == len(names)
+        and all(_plain(c.type) for c in columns)
+    )
+    if passthrough:
+        return pa.RecordBatch.from_arrays(columns, names=names)
+    rows = pa.RecordBatch.from_arrays(columns, names=names).to_pylist() if names else []
+    maps = [n for n, c in zip(names, columns, strict=True) if pa.types.is_map(c.type)]
+    for row in rows:  # a map is a JSON object, as Spark's to_json writes it
+        for name in maps:
+            if row[name] is not None:
+                row[name] = {str(k): v for k, v in row[name]}
+    texts = (
+        [orjson.dumps(r, default=_json_default).decode() for r in rows]
+        if names
+        else ["{}"] * batch.num_rows
+    )
+    return pa.RecordBatch.from_arrays([pa.array(texts, pa.string())], names=["record"])
+
+
+def time_column(batch: pa.RecordBatch, options: SinkOptions, fixed: int | None) -> pa.Array:
+    """The rows' times as int64: from ``timeColumn``, else ``fixed`` (or ``time``) for all."""
+    if options.time_column is None:
+        fixed = options.time if fixed is None else fixed
+        if fixed is None:
+            raise SinkError("no time for the rows: give option 'timeColumn' or 'time'")
+        return pa.array([fixed] * batch.num_rows, pa.int64())
+    name = _find(batch, options.time_column)
+    column = batch.column(name)
+    if not pa.types.is_integer(column.type):
+        raise SinkError(f"the time column {name!r} must hold integers, not {column.type}")
+    if column.null_count:
+        raise SinkError(f"the time column {name!r} has nulls: every record needs a time")
+    column = pc.cast(column, pa.int64())
+    if len(column) and pc.min(column).as_py() < 0:
+        raise SinkError(f"the time column {name!r} has negative times")
+    return column
+
+
+def frontier_batch(
+    batch: pa.RecordBatch, options: SinkOptions, fixed: int | None
+) -> pa.RecordBatch:
+    """One Spark batch as the server's Arrow push shape: ``time`` and the record columns."""
+    times = time_column(batch, options, fixed)
+    records = record_columns(batch, options)
+    return pa.RecordBatch.from_arrays(
+        [times, *records.columns], names=["time", *records.schema.names]
+    )
+
+
+def ipc_body(batches: Sequence[pa.RecordBatch]) -> bytes:
+    """An Arrow IPC stream of ``batches`` (all of one schema)."""
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, batches[0].schema) as writer:
+        for batch in batches:
+            writer.write_batch(batch)
+    return bytes(sink.getvalue().to_pybytes())
+
+
+@dataclass(frozen=True, slots=True)
+class Body:
+    """One staging request: an Arrow IPC stream and what it holds."""
+
+    data: bytes
+    rows: int
+    max_time: int
+
+
+def bodies(
+    batches: Iterable[pa.RecordBatch], options: SinkOptions, fixed: int | None = None
+) -> Iterator[Body]:
+    """The rows of ``batches`` as request bodies of up to ``options.batch_size`` rows each."""
+    pending: list[pa.RecordBatch] = []
+    size = 0
+    limit = options.batch_size
+
+    def flush() -> Body:
+        nonlocal pending, size
+        schema = pending[0].schema
+        same = [b if b.schema == schema else b.cast(schema) for b in pending]
+        top = max(pc.max(b.column(0)).as_py() for b in same if b.num_rows)
+        body = Body(ipc_body(same), size, top)
+        pending, size = [], 0
+        return body
+
+    for raw in batches:
+        if raw.num_rows == 0:
+            continue
+        batch = frontier_batch(raw, options, fixed)
+        if pending and batch.schema != pending[0].schema:
+            yield flush()
+        offset = 0
+        while offset < batch.num_rows:
+            take = min(limit - size, batch.num_rows - offset)
+            pending.append(batch.slice(offset, take))
+            size += take
+            offset += take
+            if size >= limit:
+                yield flush()
+    if size:
+        yield flush()
+
+
+# --------------------------------------------------------------------------- tasks
+
+
+def _client(options: SinkOptions) -> Client:
+    conn = options.connection
+    return Client(conn.url, conn.token, conn.timeout)
+
+
+def _late(error: FrontierError) -> bool:
+    return error.status == 409
+
+
+def write_partition(
+    options: SinkOptions,
+    writer: str,
+    partition: int,
+    attempt: int,
+    batches: Iterable[pa.RecordBatch],
+    batch_id: int | None = None,
+    fixed_time: int | None = None,
+) -> FrontierCommitMessage:
+    """Stage one task attempt's rows in its transaction; what was staged.
+
+    The transaction is emptied first (a leftover of the same name, from a stage retried
+    with the same attempt numbers or a replayed micro-batch, must not add to it). Rows the
+    server refuses as before the input's time are *late*: a batch write fails; a stream
+    reports them, and the committer decides (they are fine when the micro-batch was
+    committed before).
+    """
+    conn = options.connection
+    name = transaction_name(writer, partition, attempt, batch_id)
+    rows = 0
+    top: int | None = None
+    with _client(options) as client:
+        client.abort(conn.dataflow, options.input, name)
+        in_flight: deque[Future[int]] = deque()
+        try:
+            for body in bodies(batches, options, fixed_time):
+                if body.max_time > MAX_SPARK_TIME:  # pragma: no cover - int64 cannot
+                    raise SinkError(f"time {body.max_time} does not fit a Spark LONG")
+                while len(in_flight) >= IN_FLIGHT:
+                    in_flight.popleft().result()
+                in_flight.append(
+                    client.submit(
+                        client.aio.stage_arrow(conn.dataflow, options.input, name, body.data)
+                    )
+                )
+                rows += body.rows
+                top = body.max_time if top is None else max(top, body.max_time)
+            while in_flight:
+                in_flight.popleft().result()
+        except FrontierError as error:
+            for future in in_flight:
+                future.cancel()
+            for future in in_flight:
+                with contextlib.suppress(Exception):
+                    future.result()
+            if not _late(error) or batch_id is None:
+                client.abort(conn.dataflow, options.input, name)
+                raise SinkError(
+                    f"staging rows of partition {partition} in input {options.input!r} "
+                    f"failed: {error}"
+                ) from error
+            client.abort(conn.dataflow, options.input, name)
+            return FrontierCommitMessage(partition, attempt, name, 0, None, str(error))
+    return FrontierCommitMessage(partition, attempt, name, rows, top)
+
+
+# --------------------------------------------------------------------------- the committer
+
+
+def _sweep(
+    client: Client,
+    options: SinkOptions,
+    writer: str,
+    messages: Sequence[FrontierCommitMessage | None],
+    batch_id: int | None,
+) -> int:
+    """Discard every transaction any attempt of these tasks may have staged; how many rows."""
+    conn = options.connection
+    names = [
+        transaction_name(writer, partition, attempt, batch_id)
+        for partition, message in enumerate(messages)
+        for attempt in swept_attempts(
+            options.max_task_attempts, None if message is None else message.attempt
+        )
+    ]
+    futures = [
+        client.submit(client.aio.abort(conn.dataflow, options.input, name)) for name in names
+    ]
+    discarded = 0
+    for future in futures:
+        try:
+            discarded += future.result()
+        except FrontierError as error:
+            if error.status != 410:  # a closed input discarded everything already
+                raise
+    return discarded
+
+
+def _advance_to(
+    options: SinkOptions, messages: Sequence[FrontierCommitMessage], batch_time: int | None
+) -> int | None:
+    if options.advance != "max":
+        return None
+    if batch_time is not None:
+        return batch_time + 1
+    tops = [m.max_time for m in messages if m.max_time is not None]
+    return max(tops) + 1 if tops else None
+
+
+def _already_committed(error: FrontierError) -> bool:
+    """A 409 for a key used before with other transactions (a replay with other attempts)."""
+    return error.status == 409 and "idempotency key" in str(error.problem.get("detail", ""))
+
+
+def commit_writes(
+    options: SinkOptions,
+    writer: str,
+    messages: Sequence[FrontierCommitMessage | None],
+    batch_id: int | None = None,
+    batch_time: int | None = None,
+) -> Any:
+    """Commit the successful attempts' transactions at once, then sweep the leftovers.
+
+    One commit call with idempotency key :func:`~api.spark.options.idempotency_key`, which
+    advances the input as ``advanceFrontier`` says; with ``close`` the input is closed after.
+    Returns the commit's ack (``None`` if there was nothing to commit).
+    """
+    conn = options.connection
+    done = [m for m in messages if m is not None]
+    if len(done) < len(messages):
+        raise SinkError("cannot commit: some tasks failed (their commit messages are missing)")
+    transactions = [m.transaction for m in done if m.rows or m.late]
+    late = [m for m in done if m.late]
+    key = idempotency_key(writer, batch_id)
+    advance = _advance_to(options, done, batch_time)
+    ack = None
+    with _client(options) as client:
+        if transactions or advance is not None:
+            session = client.session(conn.dataflow, options.input)
+            try:
+                if advance is not None and type(session.time) is int and session.time >= advance:
+                    advance = None  # the input is already past it
+                if transactions:
+                    ack = _commit(session, transactions, key, advance, late)
+                elif advance is not None:  # nothing written: only the advance
+                    ack = session.advance(advance)
+            finally:
+                try:
+                    session.close()
+                except FrontierError as error:  # pragma: no cover - best effort
+                    log.warning("closing the commit session failed: %s", error)
+        if options.advance == "close":
+            client.close_input(conn.dataflow, options.input)
+        try:
+            _sweep(client, options, writer, messages, batch_id)
+        except FrontierError as error:
+            # The rows are committed: a leftover only holds staging space until aborted.
+            log.warning("discarding leftover transactions of %s failed: %s", key, error)
+    return ack
+
+
+def _commit(
+    session: Any,
+    transactions: list[str],
+    key: str,
+    advance: int | None,
+    late: Sequence[FrontierCommitMessage],
+) -> Any:
+    try:
+        for attempt in range(COMMIT_TRIES):
+            try:
+                return session.commit(transactions, key, advance)
+            except (aiohttp.ClientError, TimeoutError) as error:
+                # The answer was lost, not necessarily the commit: the same key is safe.
+                if attempt + 1 == COMMIT_TRIES:
+                    raise
+                log.warning("commit %s: %r; trying again", key, error)
+                time.sleep(COMMIT_BACKOFF * (attempt + 1))
+        raise AssertionError("unreachable")  # pragma: no cover
+    except FrontierError as error:
+        if _already_committed(error):
+            log.info("commit %s was applied before (a replay): not applied again", key)
+            return None
+        if late and error.status == 404:
+            raise SinkError(
+                f"rows are before the input's time, and {key} was never committed: "
+                f"{late[0].late} (choose a later time or timeOffset)"
+            ) from error
+        raise
+
+
+def abort_writes(
+    options: SinkOptions,
+    writer: str,
+    messages: Sequence[FrontierCommitMessage | None],
+    batch_id: int | None = None,
+) -> int:
+    """Discard every transaction the tasks' attempts may have staged; how many rows."""
+    with _client(options) as client:
+        return _sweep(client, options, writer, messages, batch_id)
+
+
+# --------------------------------------------------------------------------- Spark classes
+
+
+def _ours(messages: Sequence[WriterCommitMessage | None]) -> list[FrontierCommitMessage | None]:
+    """The commit messages as this sink's (a failed task's is ``None``)."""
+    result: list[FrontierCommitMessage | None] = []
+    for message in messages:
+        if message is not None and not isinstance(message, FrontierCommitMessage):
+            raise SinkError(f"not a commit message of the frontier sink: {message!r}")
+        result.append(message)
+    return result
+
+
+def _task() -> tuple[int, int, Any]:
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    if context is None:  # pragma: no cover - Spark always runs writers in a task
+        raise SinkError("the frontier sink's write() runs only inside a Spark task")
+    return context.partitionId(), context.attemptNumber(), context
+
+
+class FrontierWriter(DataSourceArrowWriter):  # type: ignore[misc,unused-ignore]
+    """The batch writer: ``df.write.format("frontier")``.
+
+    Its id (``writerId``, else a fresh uuid) is chosen here, on the driver's side, and
+    travels pickled to the tasks and the committer.
+    """
+
+    def __init__(self, options: SinkOptions) -> None:
+        self.options = options
+        self.writer = options.writer_id or uuid.uuid4().hex
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> FrontierCommitMessage:
+        """Stage this task's rows."""
+        partition, attempt, _ = _task()
+        return write_partition(
+            self.options, self.writer, partition, attempt, iterator, None, self.options.time
+        )
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        """Make every task's rows visible at once, then advance the input."""
+        commit_writes(self.options, self.writer, _ours(messages))
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        """Discard everything staged."""
+        abort_writes(self.options, self.writer, _ours(messages))
+
+
+class FrontierStreamWriter(DataSourceStreamArrowWriter):  # type: ignore[misc,unused-ignore]
+    """The streaming writer: ``writeStream.format("frontier")``; one commit per micro-batch."""
+
+    def __init__(self, options: SinkOptions) -> None:
+        self.options = options
+        assert options.writer_id is not None  # checked by sink_options(streaming=True)
+        self.writer = options.writer_id
+
+    def batch_time(self, batch_id: int) -> int | None:
+        """The time of a micro-batch's rows (``None`` when they carry their own)."""
+        if self.options.time_column is not None:
+            return None
+        if self.options.time is not None:
+            return self.options.time
+        time = batch_id + self.options.time_offset
+        if time > MAX_SPARK_TIME:
+            raise SinkError(f"micro-batch {batch_id} + timeOffset is past 2**63 - 1")
+        return time
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> FrontierCommitMessage:
+        """Stage this task's rows of the current micro-batch."""
+        partition, attempt, context = _task()
+        batch_id = int(context.getLocalProperty("streaming.sql.batchId"))
+        return write_partition(
+            self.options,
+            self.writer,
+            partition,
+            attempt,
+            iterator,
+            batch_id,
+            self.batch_time(batch_id),
+        )
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        """Make the micro-batch visible and advance the input past it (once, even replayed)."""
+        commit_writes(self.options, self.writer, _ours(messages), batchId, self.batch_time(batchId))
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        """Discard the micro-batch's staged rows."""
+        abort_writes(self.options, self.writer, _ours(messages), batchId)

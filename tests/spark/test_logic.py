@@ -1,0 +1,541 @@
+"""The Spark connector's logic without a JVM: bodies, transactions, commits, offsets, reads.
+
+Everything Spark would call is called directly here, against a real server subprocess: the
+functions behind the tasks (``write_partition``, ``read_range``) and behind the driver's
+committer and offset planning (``commit_writes``, ``abort_writes``, the stream reader).
+"""
+
+import decimal
+import pickle
+import uuid
+from typing import Any
+
+import aiohttp
+import orjson
+import pyarrow as pa
+import pytest
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
+from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+from api.client import Client, FrontierError
+from api.spark.options import (
+    SinkOptions,
+    SourceOptions,
+    sink_options,
+    source_options,
+    transaction_name,
+)
+from api.spark.sink import (
+    FrontierCommitMessage,
+    FrontierStreamWriter,
+    FrontierWriter,
+    SinkError,
+    _commit,
+    abort_writes,
+    bodies,
+    commit_writes,
+    record_columns,
+    write_partition,
+)
+from api.spark.source import (
+    FrontierReader,
+    FrontierStreamReader,
+    OutputState,
+    TimeRange,
+    at_outer,
+    frontier_offset,
+    offset_of,
+    outer,
+    plan_batch,
+    read_range,
+    shape_of,
+    split_range,
+)
+from tests.spark.conftest import COUNTS, IDENTITY, wait_for
+
+PLAIN = StructType([StructField("time", LongType()), StructField("record", StringType())])
+
+
+def sink(url: str, dataflow: str, streaming: bool = False, **extra: str) -> SinkOptions:
+    return sink_options({"url": url, "dataflow": dataflow, "input": "rows", **extra}, streaming)
+
+
+def source(url: str, dataflow: str, **extra: str) -> SourceOptions:
+    return source_options({"url": url, "dataflow": dataflow, "output": "out", **extra})
+
+
+def batch(times: list[int], keys: list[str]) -> pa.RecordBatch:
+    return pa.RecordBatch.from_pydict({"t": pa.array(times, pa.int64()), "key": keys})
+
+
+def decode(body: bytes) -> pa.Table:
+    return pa.ipc.open_stream(body).read_all()
+
+
+def counts(client: Client, dataflow: str) -> dict[int, dict[str, int]]:
+    return {t: {r["key"]: r["count"] for r in rs} for t, rs in client.times(dataflow, "out")}
+
+
+def records(client: Client, dataflow: str) -> list[tuple[int, Any]]:
+    return [(t, r) for t, rs in client.times(dataflow, "out") for r in rs]
+
+
+def frontier(client: Client, dataflow: str, output: str = "out") -> list[Any]:
+    return client.output_frontier(dataflow, output)
+
+
+def nothing_staged(client: Client, dataflow: str, names: list[str]) -> bool:
+    """No transaction of ``names`` holds records (committing one is 404)."""
+    session = client.session(dataflow, "rows")
+    try:
+        for name in names:
+            with pytest.raises(FrontierError) as refused:
+                session.commit([name], f"probe-{uuid.uuid4().hex}")
+            assert refused.value.status == 404, refused.value
+    finally:
+        session.close()
+    return True
+
+
+# --------------------------------------------------------------------------- Arrow bodies
+
+
+def test_bodies_carry_batch_size_rows_with_int64_times_and_the_row_columns() -> None:
+    options = sink("http://x", "d", timeColumn="t", batchSize="10000")
+    spark_batches = [batch([i % 7] * 3000, ["k"] * 3000) for i in range(9)]  # 27,000 rows
+    made = list(bodies(spark_batches, options))
+    assert [b.rows for b in made] == [10_000, 10_000, 7_000]
+    table = decode(made[0].data)
+    assert table.schema.names == ["time", "key"]
+    assert table.schema.field("time").type == pa.int64()
+    assert [b.max_time for b in made] == [3, 6, 6]
+    assert sum(decode(b.data).num_rows for b in made) == 27_000
+
+
+def test_a_fixed_time_stamps_every_row_and_int32_times_are_widened() -> None:
+    fixed = list(bodies([batch([0], ["a"])], sink("http://x", "d", time="42")))
+    assert decode(fixed[0].data).to_pylist() == [{"time": 42, "t": 0, "key": "a"}]
+    narrow = pa.RecordBatch.from_pydict({"t": pa.array([5], pa.int32()), "v": [1]})
+    table = decode(next(iter(bodies([narrow], sink("http://x", "d", timeColumn="T")))).data)
+    assert table.to_pylist() == [{"time": 5, "v": 1}]
+
+
+@pytest.mark.parametrize(
+    ("column", "message"),
+    [
+        (pa.array([1.5]), "must hold integers"),
+        (pa.array([None], pa.int64()), "nulls"),
+        (pa.array([-1], pa.int64()), "negative"),
+    ],
+)
+def test_bad_times_are_refused(column: pa.Array, message: str) -> None:
+    bad = pa.RecordBatch.from_pydict({"t": column, "v": [1]})
+    with pytest.raises(SinkError, match=message):
+        list(bodies([bad], sink("http://x", "d", timeColumn="t")))
+    with pytest.raises(SinkError, match="no column 'nope'"):
+        list(bodies([bad], sink("http://x", "d", timeColumn="nope")))
+
+
+def test_records_the_server_would_misread_are_sent_as_json_text() -> None:
+    def record(columns: dict[str, Any], **extra: str) -> list[Any]:
+        made = record_columns(pa.RecordBatch.from_pydict(columns), sink("http://x", "d", **extra))
+        if made.schema.names != ["record"]:
+            return made.to_pylist()
+        return [orjson.loads(text) for text in made.column(0).to_pylist()]
+
+    # a lone column named "record" is data, not JSON text
+    assert record({"record": ["x"]}, time="0") == [{"record": "x"}]
+    # a column named "time" beside a timeColumn stays in the record
+    assert record({"t": [1], "time": [9]}, timeColumn="t") == [{"time": 9}]
+    assert record({"d": pa.array([decimal.Decimal("1.25")])}, time="0") == [{"d": 1.25}]
+    assert record({"b": pa.array([b"\x00\x01"], pa.binary())}, time="0") == [{"b": "AAE="}]
+    mapping = pa.array([[("a", 1)]], pa.map_(pa.string(), pa.int64()))
+    assert record({"m": mapping}, time="0") == [{"m": {"a": 1}}]
+    assert record({"v": ['{"a": [1]}']}, time="0", valueColumn="v") == [{"a": [1]}]
+    assert record({"t": [1]}, timeColumn="t") == [{}]
+    # plain columns pass through, typed, for the server to turn into objects
+    assert record({"k": ["a"], "n": [1]}, time="0") == [{"k": "a", "n": 1}]
+
+
+# --------------------------------------------------------------------------- the sink
+
+
+def test_staged_rows_become_visible_at_one_commit_which_advances_the_input(
+    client: Client, server: str
+) -> None:
+    dataflow = client.create_dataflow(COUNTS)["id"]
+    options = sink(server, dataflow, timeColumn="t", batchSize="1000")
+    writer = "w" + uuid.uuid4().hex
+    messages: list[FrontierCommitMessage | None] = [
+        write_partition(options, writer, p, 0, [batch([0, 1, 2] * 1000, ["a", "b", "a"] * 1000)])
+        for p in range(2)
+    ]
+    assert [(m.rows, m.max_time, m.late) for m in messages if m] == [(3000, 2, None)] * 2
+    assert records(client, dataflow) == []
+    assert client.input_frontier(dataflow, "rows") == [0]
+    commit_writes(options, writer, messages)
+    assert client.input_frontier(dataflow, "rows") == [3]
+    wait_for(lambda: frontier(client, dataflow) == [3])
+    assert counts(client, dataflow) == {
+        0: {"a": 2000},
+        1: {"b": 2000},
+        2: {"a": 2000},
+    }
+    # committing the same writer again applies nothing
+    commit_writes(options, writer, messages)
+    assert counts(client, dataflow)[0] == {"a": 2000}
+
+
+def test_a_failed_attempts_transaction_is_swept_and_only_the_successful_one_committed(
+    client: Client, server: str
+) -> None:
+    dataflow = client.create_dataflow(COUNTS)["id"]
+    options = sink(server, dataflow, timeColumn="t")
+    writer = "w" + uuid.uuid4().hex
+    # attempt 0 of partition 0 staged rows, then failed (Spark never sees its message)
+    write_partition(options, writer, 0, 0, [batch([0] * 10, ["lost"] * 10)])
+    retried = write_partition(options, writer, 0, 1, [batch([0] * 5, ["a"] * 5)])
+    other = write_partition(options, writer, 1, 0, [batch([1] * 5, ["b"] * 5)])
+    # a speculative attempt of partition 1 left rows too
+    write_partition(options, writer, 1, 2, [batch([1] * 5, ["dup"] * 5)])
+    commit_writes(options, writer, [retried, other])
+    wait_for(lambda: frontier(client, dataflow) == [2])
+    assert counts(client, dataflow) == {0: {"a": 5}, 1: {"b": 5}}
+    names = [transaction_name(writer, p, a) for p in range(2) for a in range(4)]
+    assert nothing_staged(client, dataflow, names)
+
+
+def test_abort_discards_every_attempt_and_changes_nothing(client: Client, server: str) -> None:
+    dataflow = client.create_dataflow(COUNTS)["id"]
+    options = sink(server, dataflow, time="0")
+    writer = "w" + uuid.uuid4().hex
+    write_partition(options, writer, 0, 0, [batch([0] * 3, ["x"] * 3)])
+    done = write_partition(options, writer, 1, 1, [batch([0] * 3, ["y"] * 3)])
+    assert abort_writes(options, writer, [None, done]) == 6
+    assert client.input_frontier(dataflow, "rows") == [0]
+    names = [transaction_name(writer, p, a) for p in range(2) for a in range(4)]
+    assert nothing_staged(client, dataflow, names)
+    with pytest.raises(SinkError, match="some tasks failed"):
+        commit_writes(options, writer, [None, done])
+
+
+def test_advance_frontier_none_leaves_the_input_and_close_closes_it(
+    client: Client, server: str
+) -> None:
+    dataflow = client.create_dataflow(COUNTS)["id"]
+    writer = "w" + uuid.uuid4().hex
+    options = sink(server, dataflow, time="5", advanceFrontier="none")
+    commit_writes(options, writer, [write_partition(options, writer, 0, 0, [batch([0], ["a"])])])
+    assert client.input_frontier(dataflow, "rows") == [0]
+    assert records(client, dataflow) == []  # written, but time 5 is not complete
+    options = sink(server, dataflow, time="6", advanceFrontier="close")
+    writer = "w" + uuid.uuid4().hex
+    commit_writes(options, writer, [write_partition(options, writer, 0, 0, [batch([0], ["b"])])])
+    assert client.input_frontier(dataflow, "rows") == []
+    wait_for(lambda: frontier(client, dataflow) == [])
+    assert counts(client, dataflow) == {5: {"a": 1}, 6: {"b": 1}}
+
+
+def test_rows_before_the_inputs_time_fail_a_batch_task(client: Client, server: str) -> None:
+    dataflow = client.create_dataflow(COUNTS)["id"]
+    session = client.session(dataflow, "rows")
+    session.advance(10)
+    session.close()
+    options = sink(server, dataflow, timeColumn="t")
+    with pytest.raises(SinkError, match="before input 'rows'"):
+        write_partition(options, "w1", 0, 0, [batch([12, 3], ["a", "b"])])
+    assert nothing_staged(client, dataflow, ["spark.w1.p0.a0"])
+
+
+def stream_writer(server: str, dataflow: str, writer: str, **extra: str) -> FrontierStreamWriter:
+    return FrontierStreamWriter(sink(server, dataflow, True, writerId=writer, **extra))
+
+
+def stream_write(
+    writer: FrontierStreamWriter, batch_id: int, rows: list[str], attempt: int = 0
+) -> FrontierCommitMessage:
+    time = writer.batch_time(batch_id)
+    return write_partition(
+        writer.options, writer.writer, 0, attempt, [batch([0] * len(rows), rows)], batch_id, time
+    )
+
+
+def test_a_replayed_micro_batch_is_applied_once(client: Client, server: str) -> None:
+    dataflow = client.create_dataflow(COUNTS)["id"]
+    writer = stream_writer(server, dataflow, "w" + uuid.uuid4().hex, timeOffset="100")
+    assert writer.batch_time(0) == 100
+    writer.commit([stream_write(writer, 0, ["a", "b"])], 0)
+    writer.commit([stream_write(writer, 1, ["a"])], 1)
+    assert client.input_frontier(dataflow, "rows") == [102]
+    # the driver restarts before Spark recorded batch 1: it is written and committed again;
+    # its rows are now before the input's time, so they are late, and the key was used
+    replay = stream_write(writer, 1, ["a"])
+    assert (replay.rows, replay.late is not None) == (0, True)
+    writer.commit([replay], 1)
+    writer.commit([stream_write(writer, 2, ["c"])], 2)
+    wait_for(lambda: frontier(client, dataflow) == [103])
+    assert counts(client, dataflow) == {100: {"a": 1, "b": 1}, 101: {"a": 1}, 102: {"c": 1}}
+
+
+def test_a_micro_batch_staged_but_never_committed_is_restaged_from_scratch(
+    client: Client, server: str
+) -> None:
+    dataflow = client.create_dataflow(COUNTS)["id"]
+    writer = stream_writer(server, dataflow, "w" + uuid.uuid4().hex)
+    stream_write(writer, 0, ["a", "a"])  # the driver died before committing
+    writer.commit([stream_write(writer, 0, ["a", "a"])], 0)  # same name: emptied first
+    wait_for(lambda: frontier(client, dataflow) == [1])
+    assert counts(client, dataflow) == {0: {"a": 2}}
+
+
+def test_a_replay_with_other_attempts_is_recognised_by_its_key(client: Client, server: str) -> None:
+    dataflow = client.create_dataflow(COUNTS)["id"]
+    writer = stream_writer(server, dataflow, "w" + uuid.uuid4().hex, advanceFrontier="none")
+    writer.commit([stream_write(writer, 0, ["a"], attempt=1)], 0)
+    # not advanced, so the replay's rows stage; its transactions differ: still applied once
+    replay = stream_write(writer, 0, ["a"], attempt=0)
+    assert replay.rows == 1
+    writer.commit([replay], 0)
+    assert nothing_staged(client, dataflow, [replay.transaction])
+    session = client.session(dataflow, "rows")
+    session.advance(1)
+    session.close()
+    wait_for(lambda: frontier(client, dataflow) == [1])
+    assert counts(client, dataflow) == {0: {"a": 1}}
+
+
+def test_late_rows_of_a_micro_batch_never_committed_fail_the_commit(
+    client: Client, server: str
+) -> None:
+    dataflow = client.create_dataflow(COUNTS)["id"]
+    session = client.session(dataflow, "rows")
+    session.advance(50)
+    session.close()
+    writer = stream_writer(server, dataflow, "w" + uuid.uuid4().hex)
+    late = stream_write(writer, 3, ["a"])
+    assert late.late is not None
+    with pytest.raises(SinkError, match="never committed"):
+        writer.commit([late], 3)
+    assert records(client, dataflow) == []
+
+
+def test_an_empty_micro_batch_still_advances_the_input(client: Client, server: str) -> None:
+    dataflow = client.create_dataflow(COUNTS)["id"]
+    writer = stream_writer(server, dataflow, "w" + uuid.uuid4().hex)
+    writer.commit([stream_write(writer, 0, [])], 0)
+    assert client.input_frontier(dataflow, "rows") == [1]
+
+
+# --------------------------------------------------------------------------- the source
+
+
+def test_times_offsets_and_ranges() -> None:
+    assert (outer(7), outer([3, 1]), outer([[4, 0], 2])) == (7, 3, 4)
+    assert (shape_of(5), shape_of([3, 1]), shape_of([[4, 9], 2])) == (None, [0, 0], [[0, 0], 0])
+    assert (at_outer(None, 5), at_outer([0, 0], 5), at_outer([[0, 0], 0], 5)) == (
+        5,
+        [5, 0],
+        [[5, 0], 0],
+    )
+    assert frontier_offset([[2, 5], [4, 0]]) == 2
+    assert offset_of({"frontier": 4}) == 4
+    assert offset_of({"frontier": None}) is None
+    for bad in ({"x": 1}, {"frontier": -1}, {"frontier": "3"}, [3]):
+        with pytest.raises(RuntimeError, match="not an offset"):
+            offset_of(bad)
+    ranges = split_range(10, 20, 4)
+    assert [(r.start, r.end) for r in ranges] == [(10, 12), (12, 15), (15, 17), (17, 20)]
+    assert [(r.start, r.end) for r in split_range(0, 2, 8)] == [(0, 1), (1, 2)]
+
+
+def test_batch_planning_fixes_the_end_at_the_frontier() -> None:
+    options = source_options({"url": "http://x", "dataflow": "d", "output": "o"})
+    state = OutputState(offset=10, shape=None, first=3)
+    assert [(r.start, r.end) for r in plan_batch(options, state)] == [(3, 10)]
+    parts = source_options(
+        {
+            "url": "http://x",
+            "dataflow": "d",
+            "output": "o",
+            "startingTime": "4",
+            "endingTime": "8",
+            "numPartitions": "2",
+        }
+    )
+    assert [(r.start, r.end) for r in plan_batch(parts, state)] == [(4, 6), (6, 8)]
+    assert plan_batch(options, OutputState(offset=0, shape=None, first=None)) == []
+    closed = OutputState(offset=None, shape=None, first=3)
+    assert [(r.start, r.end) for r in plan_batch(options, closed)] == [(3, None)]
+
+
+def push_times(client: Client, dataflow: str, rows: dict[int, list[Any]], advance: int) -> Any:
+    session = client.session(dataflow, "rows")
+    session.push([[t, r] for t, rs in rows.items() for r in rs])
+    session.advance(advance)
+    return session
+
+
+def test_a_batch_read_returns_every_complete_time_and_nothing_else(
+    client: Client, server: str
+) -> None:
+    dataflow = client.create_dataflow(IDENTITY)["id"]
+    session = push_times(
+        client, dataflow, {t: [{"n": t, "i": i} for i in range(3)] for t in range(10)}, 10
+    )
+    session.push([[10, {"n": 10}], [11, {"n": 11}]])  # pushed, but not complete
+    wait_for(lambda: frontier(client, dataflow) == [10])
+    options = source(server, dataflow, numPartitions="3", pageTimes="2")
+    reader = FrontierReader(options, PLAIN)
+    parts = reader.partitions()
+    assert [(p.start, p.end) for p in parts] == [(0, 3), (3, 6), (6, 10)]
+    got = [row for p in parts for b in reader.read(p) for row in b.to_pylist()]
+    assert [(r["time"], orjson.loads(r["record"])) for r in got] == [
+        (t, {"n": t, "i": i}) for t in range(10) for i in range(3)
+    ]
+    first = next(iter(reader.read(parts[0])))
+    assert first.schema == pa.schema([("time", pa.int64()), ("record", pa.string())])
+    # a time range
+    ranged = FrontierReader(source(server, dataflow, startingTime="8", endingTime="20"), PLAIN)
+    assert [(p.start, p.end) for p in ranged.partitions()] == [(8, 10)]
+    session.close()
+
+
+def test_a_declared_record_schema_gives_typed_columns(client: Client, server: str) -> None:
+    dataflow = client.create_dataflow(COUNTS)["id"]
+    push_times(client, dataflow, {0: [{"key": "a"}] * 2 + [{"key": "b"}]}, 1).close()
+    wait_for(lambda: frontier(client, dataflow) == [1])
+    schema = StructType(
+        [
+            StructField("time", LongType()),
+            StructField("key", StringType()),
+            StructField("count", LongType()),
+            StructField("missing", StringType()),
+        ]
+    )
+    options = source(server, dataflow, recordSchema="key STRING, count LONG, missing STRING")
+    got = [r for b in read_range(client, options, TimeRange(0, 1), schema) for r in b.to_pylist()]
+    assert sorted(got, key=lambda r: r["key"]) == [
+        {"time": 0, "key": "a", "count": 2, "missing": None},
+        {"time": 0, "key": "b", "count": 1, "missing": None},
+    ]
+
+
+def test_stream_offsets_follow_the_frontier_in_whole_times(client: Client, server: str) -> None:
+    dataflow = client.create_dataflow(IDENTITY)["id"]
+    session = push_times(client, dataflow, {t: list(range(3)) for t in range(4)}, 4)
+    wait_for(lambda: frontier(client, dataflow) == [4])
+    reader = FrontierStreamReader(source(server, dataflow, numPartitions="2"), PLAIN)
+    start = reader.initialOffset()
+    assert start == {"frontier": 0}
+    assert reader.latestOffset(start, ReadAllAvailable()) == {"frontier": 4}
+    # whole times only: 3 records per time
+    assert reader.latestOffset(start, ReadMaxRows(5)) == {"frontier": 1}
+    assert reader.latestOffset(start, ReadMaxRows(6)) == {"frontier": 2}
+    assert reader.latestOffset(start, ReadMaxRows(1)) == {"frontier": 1}  # one time at least
+    assert reader.partitions({"frontier": 4}, {"frontier": 4}) == []
+    parts = reader.partitions(start, {"frontier": 4})
+    assert [(p.start, p.end) for p in parts] == [(0, 2), (2, 4)]
+    assert sum(b.num_rows for p in parts for b in reader.read(p)) == 12
+    # availableNow: the end is fixed when the run starts
+    reader.prepareForTriggerAvailableNow()
+    session.push([[4, 0]])
+    session.advance(6)
+    wait_for(lambda: frontier(client, dataflow) == [6])
+    assert reader.latestOffset({"frontier": 4}, ReadAllAvailable()) == {"frontier": 4}
+    fresh = FrontierStreamReader(source(server, dataflow, startingTime="latest"), PLAIN)
+    assert fresh.initialOffset() == {"frontier": 6}
+    assert fresh.latestOffset({"frontier": 6}, ReadAllAvailable()) == {"frontier": 6}
+    session.close()
+    client.close_input(dataflow, "rows")
+    wait_for(lambda: frontier(client, dataflow) == [])
+    assert fresh.latestOffset({"frontier": 6}, ReadAllAvailable()) == {"frontier": None}
+    assert [(p.start, p.end) for p in fresh.partitions({"frontier": 4}, {"frontier": None})] == [
+        (4, None)
+    ]
+    assert fresh.partitions({"frontier": None}, {"frontier": None}) == []
+
+
+def test_a_consumer_lets_the_output_forget_what_it_read_and_a_late_read_is_gone(
+    client: Client, server: str
+) -> None:
+    dataflow = client.create_dataflow(IDENTITY)["id"]
+    session = push_times(client, dataflow, {t: [t] for t in range(5)}, 5)
+    wait_for(lambda: frontier(client, dataflow) == [5])
+    options = source(server, dataflow, consumerId="nightly")
+    reader = FrontierStreamReader(options, PLAIN)
+    start = reader.initialOffset()
+    end = reader.latestOffset(start, ReadAllAvailable())
+    assert end == {"frontier": 5}
+    assert sum(b.num_rows for p in reader.partitions(start, end) for b in reader.read(p)) == 5
+    reader.commit(end)
+    # everything before 5 was read by the only consumer: the output may forget it
+    with pytest.raises(FrontierError) as gone:
+        list(read_range(client, options, TimeRange(0, 5), PLAIN))
+    assert gone.value.status == 410
+    assert "no longer retained" in str(gone.value)
+    # a new reader from the earliest retained time starts past the forgotten ones
+    later = FrontierStreamReader(source(server, dataflow), PLAIN)
+    assert later.initialOffset() == {"frontier": 5}
+    client.forget_consumer(dataflow, "out", "nightly")
+    session.close()
+
+
+PRODUCT = {
+    "time": {"product": ["u64", "u64"]},
+    "nodes": {"rows": {"op": "input"}, "out": {"op": "output"}},
+    "edges": [["rows", "out"]],
+}
+
+
+def test_product_times_are_read_by_their_outer_coordinate(client: Client, server: str) -> None:
+    dataflow = client.create_dataflow(PRODUCT)["id"]
+    session = client.session(dataflow, "rows")
+    session.push([[[0, 0], "a"], [[0, 3], "b"], [[1, 1], "c"], [[2, 0], "d"]])
+    session.advance([2, 0])
+    wait_for(lambda: frontier(client, dataflow) == [[2, 0]])
+    reader = FrontierStreamReader(source(server, dataflow), PLAIN)
+    start = reader.initialOffset()
+    end = reader.latestOffset(start, ReadAllAvailable())
+    assert (start, end) == ({"frontier": 0}, {"frontier": 2})
+    got = [r for p in reader.partitions(start, end) for b in reader.read(p) for r in b.to_pylist()]
+    assert sorted((r["time"], orjson.loads(r["record"])) for r in got) == [
+        (0, "a"),
+        (0, "b"),
+        (1, "c"),
+    ]
+    assert reader.latestOffset(start, ReadMaxRows(1)) == {"frontier": 1}  # outer time 0 whole
+    session.close()
+
+
+class FlakySession:
+    """A session whose first commit answer is lost on the way back."""
+
+    def __init__(self, failures: int) -> None:
+        self.failures = failures
+        self.calls: list[tuple[Any, ...]] = []
+
+    def commit(self, transactions: list[str], key: str, advance: Any) -> Any:
+        self.calls.append((tuple(transactions), key, advance))
+        if len(self.calls) <= self.failures:
+            raise aiohttp.ClientConnectionError("connection reset")
+        return {"applied": 1}
+
+
+def test_a_commit_whose_answer_is_lost_is_repeated_with_the_same_key(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("api.spark.sink.COMMIT_BACKOFF", 0.0)
+    session = FlakySession(failures=1)
+    assert _commit(session, ["t1"], "k", 5, []) == {"applied": 1}
+    assert session.calls == [(("t1",), "k", 5)] * 2
+    with pytest.raises(aiohttp.ClientConnectionError):
+        _commit(FlakySession(failures=3), ["t1"], "k", 5, [])
+
+
+def test_the_writer_travels_pickled_with_its_id() -> None:
+    writer = FrontierWriter(sink("http://x", "d", time="0"))
+    again = pickle.loads(pickle.dumps(writer))
+    assert again.writer == writer.writer and len(writer.writer) == 32
+    assert FrontierWriter(sink("http://x", "d", time="0")).writer != writer.writer
+    message = FrontierCommitMessage(3, 1, "spark.w.p3.a1", 10, 7)
+    assert pickle.loads(pickle.dumps(message)) == message
