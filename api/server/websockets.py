@@ -184,8 +184,10 @@ async def push_stream(request: web.Request) -> web.WebSocketResponse:
             "credits": credits,
         },
     )
-    # Bounded by the credits: the reader closes the socket before it would hold more.
-    frames: asyncio.Queue[bytes | str | None] = asyncio.Queue(maxsize=credits + 1)
+    # Bounded by the credits: the reader stops before it would hold more. It only reads;
+    # closing is left to the loop below, so the close handshake completes normally (the
+    # socket drains what the client still sends) and the client sees the close code.
+    frames: asyncio.Queue[bytes | str | tuple[int, str] | None] = asyncio.Queue(maxsize=credits + 2)
     unanswered = 0
 
     async def read() -> None:
@@ -195,14 +197,13 @@ async def push_stream(request: web.Request) -> web.WebSocketResponse:
                 if message.type not in (WSMsgType.TEXT, WSMsgType.BINARY):
                     continue
                 if len(message.data) > limits.max_frame_bytes:
-                    await _close(
-                        ws, TOO_LARGE, f"a frame may be at most {limits.max_frame_bytes} bytes"
-                    )
-                    break
+                    reason = f"a frame may be at most {limits.max_frame_bytes} bytes"
+                    frames.put_nowait((TOO_LARGE, reason))
+                    return
                 unanswered += 1
                 if unanswered > credits:
-                    await _close(ws, NO_CREDIT, "sent without credit: wait for acks")
-                    break
+                    frames.put_nowait((NO_CREDIT, "sent without credit: wait for acks"))
+                    return
                 frames.put_nowait(message.data)
         finally:
             frames.put_nowait(None)
@@ -212,6 +213,9 @@ async def push_stream(request: web.Request) -> web.WebSocketResponse:
         while True:
             data = await frames.get()
             if data is None or ws.closed:
+                break
+            if isinstance(data, tuple):
+                await _close(ws, *data)
                 break
             try:
                 frame = ClientFrame.validate_json(data)
