@@ -139,18 +139,13 @@ async def create_dataflow(request: web.Request) -> web.Response:
     body = await parse(request, CreateDataflow)
     if flag(request, "dry_run"):
         plan = manager.compile(body.graph)
-        return json_response({"plan": plan_json(plan.describe())})
+        return json_response({"plan": plan.describe()})
     record = await manager.create(tenant_of(request), body.graph, body.name)
     return json_response(
         dataflow_json(manager.describe(record, operators=False)),
         status=201,
         headers={"Location": f"/v1/dataflows/{record.id}"},
     )
-
-
-def plan_json(plan: dict[str, Any]) -> dict[str, Any]:
-    """A plan with every value JSON-ready."""
-    return plan
 
 
 def dataflow_json(described: dict[str, Any]) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from operators import Capability, OperatorBuilder, OutputPort, Stream
+from operators.capture.event import encode_time
 from service.app.errors import Conflict, Gone, Invalid, LimitExceeded, NotFound
 from service.app.settings import Limits
 from service.progress import (
@@ -378,16 +379,10 @@ def _check(
         raise Invalid(f"{where}: {error}", [{"pointer": pointer, "detail": str(error)}]) from None
     if like is not None and not same_domain(time, like):
         detail = (
-            f"{_json(time)} is not a time of this input's domain "
-            f"({'an integer' if type(like) is int else 'like ' + repr(_json(like))})"
+            f"{encode_time(time)} is not a time of this input's domain "
+            f"({'an integer' if type(like) is int else 'like ' + repr(encode_time(like))})"
         )
         raise Invalid(f"{where}: {detail}", [{"pointer": pointer, "detail": detail}])
-
-
-def _json(time: Hashable) -> Any:
-    if isinstance(time, Product):
-        return [_json(time.outer), _json(time.inner)]
-    return time
 
 
 def producer_input(

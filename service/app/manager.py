@@ -18,13 +18,11 @@ import importlib
 import time as wallclock
 import uuid
 from collections import OrderedDict
-from collections.abc import Hashable
 from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any
 
 from operators import Stream, Worker
-from operators.capture.event import encode_time
 from operators.graph import (
     BuiltGraph,
     GraphError,
@@ -34,11 +32,10 @@ from operators.graph import (
     register_operator,
 )
 from operators.sync import Sequencer
-from service.app.errors import Conflict, Gone, Invalid, LimitExceeded, NotFound
+from service.app.errors import Gone, Invalid, LimitExceeded, NotFound
 from service.app.inputs import ProducerInput, producer_input
 from service.app.outputs import OutputLog, sorted_times
 from service.app.settings import Settings
-from service.progress import Antichain
 from service.runtime import INTEGERS, Fabric, TimeDomain, stable_hash
 
 
@@ -431,11 +428,6 @@ class DataflowManager:
             ):
                 record.status = "completed"
 
-    def check_conflict(self, record: DataflowRecord) -> None:
-        """Raise :class:`Conflict` if the dataflow cannot take requests now."""
-        if record.status == "creating":
-            raise Conflict(f"dataflow {record.id!r} is still being created")
-
 
 def load_operator_plugins(modules: tuple[str, ...]) -> list[str]:
     """Let deployer code register its operators; returns what was loaded.
@@ -495,8 +487,3 @@ class FrontierWatch:
         """End the watch with a reason."""
         self.closed = reason
         self.wake.set()
-
-
-def frontier_json(frontier: Antichain[Hashable] | list[Hashable]) -> list[Any]:
-    """A frontier as JSON: times as ints or nested ``[outer, inner]`` arrays."""
-    return [encode_time(t) for t in frontier]

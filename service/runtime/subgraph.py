@@ -596,7 +596,3 @@ class Subgraph:
     def frontier(self, location: Source | Target) -> Antichain[Hashable]:
         """The current frontier at a location of this scope (as this worker sees it)."""
         return self.tracker.frontier(location)
-
-    def complete(self) -> bool:
-        """Whether every child has finished and nothing is in flight or held."""
-        return self._alive == 0 and not self.tracker.tracking_anything()
