@@ -83,10 +83,8 @@ import functools
 import gc
 import importlib
 import json
-import math
 import os
 import platform
-import statistics
 import sys
 import tempfile
 import time
@@ -94,6 +92,8 @@ from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from common import Stat, percentile, table  # bench/common.py (the script's folder)
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -115,44 +115,6 @@ CPU_SHARE_WARNING = 0.9  # below this share of a CPU for a section, say the run 
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-@dataclass
-class Stat:
-    """Values over repeats; ``best`` is the max for rates, the min for times."""
-
-    higher_is_better: bool = False
-    values: list[float] = field(default_factory=list)
-
-    @property
-    def median(self) -> float:
-        return statistics.median(self.values)
-
-    @property
-    def best(self) -> float:
-        return max(self.values) if self.higher_is_better else min(self.values)
-
-    def show(self, scale: float = 1.0, digits: int = 2) -> str:
-        return f"{self.median / scale:.{digits}f} ({self.best / scale:.{digits}f})"
-
-    def as_json(self) -> dict[str, Any]:
-        return {"median": self.median, "best": self.best, "values": self.values}
-
-
-def table(headers: list[str], rows: list[list[str]]) -> str:
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
-    lines = ["  ".join(h.rjust(w) for h, w in zip(headers, widths, strict=True))]
-    lines.append("  ".join("-" * w for w in widths))
-    lines.extend("  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in rows)
-    return "\n".join(lines)
-
-
-def percentile(sorted_values: list[int], q: float) -> float:
-    """The ``q``-quantile (0..1) of sorted values, nearest rank."""
-    if not sorted_values:
-        raise ValueError("no samples")
-    rank = max(0, min(len(sorted_values) - 1, math.ceil(q * len(sorted_values)) - 1))
-    return float(sorted_values[rank])
 
 
 class Options:
