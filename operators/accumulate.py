@@ -6,11 +6,12 @@ arrive, and emits once the input frontier has passed the time.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Callable
 from typing import Any
 
 from operators.capability import Capability
 from operators.core import OperatorBuilder
+from operators.held import HeldTimes
 from operators.stream import Stream
 from service.runtime import Interest
 
@@ -32,21 +33,14 @@ def accumulate(
     def constructor(capabilities: list[Capability]) -> Callable[[], None]:
         for capability in capabilities:
             capability.drop()
-        pending: dict[Hashable, tuple[Capability, Any]] = {}
+        held: HeldTimes[Any] = HeldTimes()
 
         def logic() -> None:
             for capability, records in input:
-                time = capability.time
-                held = pending.get(time)
-                if held is None:
-                    pending[time] = (capability.retain(), fold(init(), records))
-                else:
-                    pending[time] = (held[0], fold(held[1], records))
-            frontier = input.frontier
-            for time in sorted(t for t in pending if not frontier.less_equal(t)):  # type: ignore[type-var]
-                held_capability, value = pending.pop(time)
-                output.give_batch(held_capability, [value])
-                held_capability.drop()
+                held.replace(capability.time, fold(held.state(capability, init), records))
+            for complete, value in held.ready(input.frontier):
+                output.give_batch(complete, [value])
+                complete.drop()
 
         return logic
 

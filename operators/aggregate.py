@@ -7,6 +7,7 @@ from typing import Any
 
 from operators.capability import Capability
 from operators.core import OperatorBuilder
+from operators.held import HeldTimes
 from operators.stream import Stream
 from service.runtime import Interest
 
@@ -30,24 +31,17 @@ def aggregate(
     def constructor(capabilities: list[Capability]) -> Callable[[], None]:
         for capability in capabilities:
             capability.drop()
-        pending: dict[Hashable, tuple[Capability, dict[Hashable, Any]]] = {}
+        held: HeldTimes[dict[Hashable, Any]] = HeldTimes()
 
         def logic() -> None:
             for capability, records in input:
-                time = capability.time
-                held = pending.get(time)
-                if held is None:
-                    held = pending[time] = (capability.retain(), {})
-                state = held[1]
+                state = held.state(capability, dict)
                 for record in records:
                     k = key(record)
                     state[k] = fold(state[k] if k in state else init(), record)
-            frontier = input.frontier
-            ready = [t for t in pending if not frontier.less_equal(t)]
-            for time in sorted(ready):  # type: ignore[type-var]
-                held_capability, state = pending.pop(time)
-                output.give_batch(held_capability, [emit(k, v) for k, v in state.items()])
-                held_capability.drop()
+            for complete, state in held.ready(input.frontier):
+                output.give_batch(complete, [emit(k, v) for k, v in state.items()])
+                complete.drop()
 
         return logic
 

@@ -29,3 +29,31 @@ def map_stream(stream: Stream, fn: Callable[[Any], Any], name: str = "Map") -> S
 
     builder.build(constructor)
     return result
+
+
+def map_batches(
+    stream: Stream, fn: Callable[[list[Any]], list[Any]], name: str = "MapBatches"
+) -> Stream:
+    """Replace every batch by ``fn(batch)``, at the same time (an empty result sends nothing).
+
+    For logic that handles a whole batch at once, e.g. an expression compiled into one list
+    comprehension: the engine makes one call per batch, none per record. ``fn`` may return
+    fewer or more records than it was given, or the very list it was given, but must not
+    modify that list: other consumers of the stream receive the same object.
+    """
+    builder = OperatorBuilder(stream.scope, name)
+    input = builder.new_input(stream)
+    output, result = builder.new_output()
+
+    def constructor(capabilities: list[Capability]) -> Callable[[], None]:
+        for capability in capabilities:
+            capability.drop()
+
+        def logic() -> None:
+            for time, records in input.batches():
+                output.forward(time, fn(records))
+
+        return logic
+
+    builder.build(constructor)
+    return result

@@ -36,6 +36,12 @@ class Stream:
 
         return map_stream(self, fn)
 
+    def map_batches(self, fn: Callable[[list[Any]], list[Any]]) -> Stream:
+        """Replace every batch of records by ``fn(batch)`` (one call per batch)."""
+        from operators.map import map_batches
+
+        return map_batches(self, fn)
+
     def flat_map(self, fn: Callable[[Any], Any]) -> Stream:
         """Replace every record by the records of the iterable ``fn(record)``."""
         from operators.flat_map import flat_map
@@ -147,8 +153,11 @@ class Stream:
 
         return count(self)
 
-    def count_by(self, key: Callable[[Any], Hashable]) -> Stream:
-        """``(key, n)`` per key per time, emitted once the time is complete."""
+    def count_by(self, key: Callable[[Any], Hashable] | None = None) -> Stream:
+        """``(key, n)`` per key per time, emitted once the time is complete.
+
+        With no ``key``, the records are the keys.
+        """
         from operators.count_by import count_by
 
         return count_by(self, key)

@@ -69,15 +69,23 @@ slow on long strings (RE2's linear time is not available without a compiled depe
 from __future__ import annotations
 
 import ast
+import copy
 import keyword
 import math
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any, Final, NoReturn, TypeVar
+from typing import Any, Final, NoReturn, TypeVar, cast
 
-__all__ = ["EvaluationError", "Expression", "ExpressionError", "compile_expression"]
+__all__ = [
+    "BATCH_SHAPES",
+    "EvaluationError",
+    "Expression",
+    "ExpressionError",
+    "compile_expression",
+    "hashable",
+]
 
 INT64_MIN: Final = -(2**63)
 INT64_MAX: Final = 2**63 - 1
@@ -135,6 +143,12 @@ class Expression:
         result_type: The CEL type of the result as far as it is known at submission: ``bool``,
             ``int``, ``uint``, ``double``, ``string``, ``null_type``, ``list``, ``map`` or
             ``dyn`` (known only when evaluated).
+        batch: The batch forms asked for (see :data:`BATCH_SHAPES`), by shape: each takes a
+            list of values of the first variable (then the other variables' values, fixed for
+            the batch) and evaluates the expression for all of them in one comprehension, with
+            no Python call per value. It raises :class:`EvaluationError` at the first value
+            the expression fails on; what the others gave is then lost, so a caller that
+            drops failures evaluates the batch again value by value with ``fn``.
     """
 
     source: str
@@ -142,7 +156,24 @@ class Expression:
     fn: Callable[..., Any]
     python: str
     result_type: str
+    batch: Mapping[str, Callable[..., list[Any]]] = field(default_factory=dict)
 
+
+BATCH_SHAPES: Final = ("map", "filter", "key", "pairs")
+"""The batch forms :func:`compile_expression` can add, for ``e`` over values ``v``:
+
+* ``map``: ``[e(v) for v in values]``;
+* ``filter``: the values for which ``e(v)`` is ``true`` (it must be a bool);
+* ``key``: ``[k(e(v)) for v in values]``, where ``k`` makes a key that can be hashed: lists
+  become tuples (recursively) and a map is an error (``a key cannot be a map``);
+* ``pairs``: ``[(k(e(v)), v) for v in values]``.
+
+>>> double = compile_expression("r * 2", batch=("map",))
+>>> double.batch["map"]([1, 2, 3])
+[2, 4, 6]
+>>> compile_expression("r.k", batch=("pairs",)).batch["pairs"]([{"k": [1, 2]}])
+[((1, 2), {'k': [1, 2]})]
+"""
 
 # --------------------------------------------------------------------------- types
 
@@ -838,6 +869,7 @@ class _Compiler:
         self.functions: list[ast.stmt] = []
         self.namespace: dict[str, object] = {"__builtins__": {}, **_RUNTIME}
         self.patterns: dict[str, str] = {}
+        self.result = _Code(_const(None), NULL)
 
     def fail(self, message: str, pos: int) -> NoReturn:
         raise ExpressionError(message, pos, self.source)
@@ -896,7 +928,74 @@ class _Compiler:
         main = ast.FunctionDef(
             name="_cel", args=_arguments(args), body=body, decorator_list=[], returns=None
         )
+        self.result = code
         return ast.Module(body=[*self.functions, main], type_ignores=[]), code.type
+
+    def batch(self, shape: str) -> ast.FunctionDef:
+        """``_cel_<shape>(_values, *other variables)``: the expression over a whole batch.
+
+        Built after :meth:`module`, from the same expression tree (copied): one list
+        comprehension over the first variable, in the same ``try`` that turns Python's
+        exceptions into :class:`EvaluationError`.
+        """
+        code = copy.deepcopy(self.result)
+        first, *rest = self.variables
+        generator = ast.comprehension(
+            target=_store(first), iter=_load("_values"), ifs=[], is_async=0
+        )
+        element: ast.expr
+        if shape == "map":
+            element = code.expr
+        elif shape == "filter":
+            element = _load(first)
+            generator.ifs.append(self.filter_test(code))
+        elif shape == "key":
+            element = self.hashable(code)
+        elif shape == "pairs":
+            element = ast.Tuple(elts=[self.hashable(code), _load(first)], ctx=ast.Load())
+        else:
+            raise ValueError(f"unknown batch shape {shape!r} (known: {', '.join(BATCH_SHAPES)})")
+        comprehension = ast.ListComp(elt=element, generators=[generator])
+        handlers = [
+            ast.ExceptHandler(
+                type=_load("_EvaluationError"), name=None, body=[ast.Raise(exc=None, cause=None)]
+            ),
+            ast.ExceptHandler(
+                type=_load("_NATURAL"),
+                name="_e",
+                body=[ast.Raise(exc=_call("_translate", _load("_e")), cause=_const(None))],
+            ),
+        ]
+        body: list[ast.stmt] = [
+            ast.Try(
+                body=[ast.Return(value=comprehension)], handlers=handlers, orelse=[], finalbody=[]
+            )
+        ]
+        args = [ast.arg(arg="_values"), *(ast.arg(arg=name) for name in rest)]
+        return ast.FunctionDef(
+            name=f"_cel_{shape}", args=_arguments(args), body=body, decorator_list=[], returns=None
+        )
+
+    def filter_test(self, code: _Code) -> ast.expr:
+        """``code is True``, failing on a value that is not a bool (as ``filter`` does)."""
+        if code.type == BOOL:
+            return code.expr
+        first, ref = self.bind(code.expr)
+        is_true = _compare(first, ast.Is(), _const(True))
+        not_false = _compare(ref(), ast.IsNot(), _const(False))
+        fail = _call("_not_bool", _const("a filter"), ref())
+        return ast.BoolOp(op=ast.Or(), values=[is_true, _and(not_false, fail)])
+
+    def hashable(self, code: _Code) -> ast.expr:
+        """``code`` as a key: lists become tuples and maps fail; checked only when needed."""
+        if code.type in (INT, UINT, DOUBLE, STRING, BOOL, NULL):
+            return code.expr
+        first, ref = self.bind(code.expr)
+        plain = _and(
+            _compare(_type_of(first), ast.IsNot(), _load("_list")),
+            _compare(_type_of(ref()), ast.IsNot(), _load("_dict")),
+        )
+        return _if(plain, ref(), _call("_hashable", ref()))
 
     def expr(self, node: _Node) -> _Code:
         if isinstance(node, _Lit):
@@ -1510,6 +1609,19 @@ def _not_bool(what: str, value: object) -> NoReturn:
     raise EvaluationError(f"{what} must be bool, not {_type_name(value)}")
 
 
+def hashable(value: Any) -> Hashable:
+    """``value`` as a key (for exchange, grouping and joins): lists become tuples.
+
+    >>> hashable([1, [2, "x"]])
+    (1, (2, 'x'))
+    """
+    if type(value) is list or type(value) is tuple:
+        return tuple(hashable(item) for item in value)
+    if type(value) is dict:
+        raise EvaluationError("a key cannot be a map")
+    return cast(Hashable, value)
+
+
 _ORDER_OPS: Final[dict[str, Callable[[Any, Any], bool]]] = {
     "<": lambda a, b: a < b,
     "<=": lambda a, b: a <= b,
@@ -1806,6 +1918,7 @@ _RUNTIME: Final[dict[str, object]] = {
     "_mod": _mod,
     "_neg": _neg,
     "_not_bool": _not_bool,
+    "_hashable": hashable,
     "_order": _order,
     "_eq": _eq,
     "_in": _in,
@@ -1861,6 +1974,7 @@ def compile_expression(
     max_depth: int = 48,
     max_nodes: int = 2000,
     max_macro_depth: int = 2,
+    batch: Sequence[str] = (),
 ) -> Expression:
     """Parse, check and compile a CEL expression into a Python function.
 
@@ -1875,6 +1989,8 @@ def compile_expression(
         max_nodes: The most nodes the parse tree may have (literals, names, operators, calls).
         max_macro_depth: The most macros (``all``, ``map``, ...) nested in each other's
             bodies; each level multiplies the work per record by the size of a list.
+        batch: The batch forms to compile as well (:data:`BATCH_SHAPES`), over the first
+            variable; they are in :attr:`Expression.batch`.
 
     Returns:
         The compiled :class:`Expression`.
@@ -1901,13 +2017,17 @@ def compile_expression(
         tree = _Parser(source, tokens, max_depth, max_nodes).parse()
         compiler = _Compiler(source, names, max_macro_depth)
         module, result_type = compiler.module(tree)
+        python = ast.unparse(ast.fix_missing_locations(module))
+        if batch and not names:
+            raise ValueError("batch forms need a variable to range over")
+        module.body.extend(compiler.batch(shape) for shape in dict.fromkeys(batch))
         ast.fix_missing_locations(module)
         code = compile(module, "<expression>", "exec")
-        python = ast.unparse(module)
     except RecursionError:
         raise ExpressionError("expression nested too deeply", 0, source) from None
     namespace = compiler.namespace
     exec(code, namespace)  # our own AST, run with no builtins
     function = namespace["_cel"]
     assert callable(function)
-    return Expression(source, names, function, python, result_type)
+    forms = {shape: cast("Callable[..., list[Any]]", namespace[f"_cel_{shape}"]) for shape in batch}
+    return Expression(source, names, function, python, result_type, forms)

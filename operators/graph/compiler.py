@@ -16,10 +16,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
+from operator import itemgetter
 from typing import Any, Protocol
 
 from operators.capture.event import EventFormatError, decode_time
-from operators.graph.cel import EvaluationError, Expression, ExpressionError, compile_expression
+from operators.graph.cel import (
+    EvaluationError,
+    Expression,
+    ExpressionError,
+    compile_expression,
+    hashable,
+)
 from operators.graph.spec import GraphError, GraphSpec, NodeSpec, Problem, escape
 from operators.stream import Stream
 from service.progress import Antichain, Builder, Product, check_time, less_equal
@@ -39,6 +47,8 @@ class Param:
     maximum: int = 2**63 - 1
     result: tuple[str, ...] = ()
     """For expressions: the result types accepted at submission (empty: any)."""
+    batch: tuple[str, ...] = ()
+    """For expressions: the batch forms to compile (:data:`~operators.graph.cel.BATCH_SHAPES`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,13 +74,19 @@ CATALOGUE: dict[str, OpKind] = {
     for kind in [
         OpKind("input", 0, 1, doc="records pushed by producers"),
         OpKind("output", 1, 0, doc="records captured for subscribers and readers"),
-        OpKind("map", 1, 1, {"expr": Param("expr"), "on_error": _ON_ERROR}),
-        OpKind("flat_map", 1, 1, {"expr": Param("expr"), "on_error": _ON_ERROR}),
+        OpKind("map", 1, 1, {"expr": Param("expr", batch=("map",)), "on_error": _ON_ERROR}),
+        OpKind("flat_map", 1, 1, {"expr": Param("expr", batch=("map",)), "on_error": _ON_ERROR}),
         OpKind(
-            "filter", 1, 1, {"expr": Param("expr", result=("bool", "dyn")), "on_error": _ON_ERROR}
+            "filter",
+            1,
+            1,
+            {
+                "expr": Param("expr", result=("bool", "dyn"), batch=("filter",)),
+                "on_error": _ON_ERROR,
+            },
         ),
-        OpKind("exchange", 1, 1, {"key": Param("expr"), "on_error": _ON_ERROR}),
-        OpKind("key_by", 1, 1, {"key": Param("expr"), "on_error": _ON_ERROR}),
+        OpKind("exchange", 1, 1, {"key": Param("expr", batch=("pairs",)), "on_error": _ON_ERROR}),
+        OpKind("key_by", 1, 1, {"key": Param("expr", batch=("pairs",)), "on_error": _ON_ERROR}),
         OpKind("concat", None, 1),
         OpKind(
             "partition",
@@ -86,7 +102,7 @@ CATALOGUE: dict[str, OpKind] = {
             "branch", 1, 2, {"expr": Param("expr", result=("bool", "dyn")), "on_error": _ON_ERROR}
         ),
         OpKind("count", 1, 1),
-        OpKind("count_by", 1, 1, {"key": Param("expr"), "on_error": _ON_ERROR}),
+        OpKind("count_by", 1, 1, {"key": Param("expr", batch=("key",)), "on_error": _ON_ERROR}),
         OpKind(
             "accumulate",
             1,
@@ -102,7 +118,7 @@ CATALOGUE: dict[str, OpKind] = {
             1,
             1,
             {
-                "key": Param("expr"),
+                "key": Param("expr", batch=("pairs",)),
                 "init": Param("expr", variables=()),
                 "fold": Param("expr", variables=("acc", "r")),
                 "emit": Param("expr", required=False, variables=("key", "acc")),
@@ -114,8 +130,8 @@ CATALOGUE: dict[str, OpKind] = {
             2,
             1,
             {
-                "key_left": Param("expr"),
-                "key_right": Param("expr"),
+                "key_left": Param("expr", batch=("pairs",)),
+                "key_right": Param("expr", batch=("pairs",)),
                 "on_error": _ON_ERROR,
             },
         ),
@@ -320,19 +336,16 @@ class Plan:
         if op == "concat":
             return [inputs[0].concat(*inputs[1:])] if len(inputs) > 1 else [inputs[0]]
         if op == "map":
-            f = fn("expr")
-            return [_drop_failed(inputs[0].map(f))]
+            return [inputs[0].map_batches(self._batched(name, exprs["expr"], "map", policy))]
         if op == "flat_map":
-            raw = exprs["expr"].fn
-            f = _guarded(name, lambda r: _as_list(raw(r)), policy, self.errors)
-            return [inputs[0].flat_map(lambda r: _nothing_if_dropped(f(r)))]
+            values = self._batched(name, exprs["expr"], "map", policy)
+            errors = self.errors
+            return [inputs[0].map_batches(lambda rs: _flatten(values(rs), name, policy, errors))]
         if op == "filter":
-            raw = exprs["expr"].fn
-            f = _guarded(name, lambda r: _as_bool(raw(r), "filter"), policy, self.errors)
-            return [inputs[0].filter(lambda r: f(r) is True)]
+            return [inputs[0].map_batches(self._batched(name, exprs["expr"], "filter", policy))]
         if op in ("exchange", "key_by"):
-            keyed = self._keyed(inputs[0], name, exprs["key"].fn, _routable, policy)
-            return [keyed.exchange(lambda pair: pair[0]).map(_second)]
+            keyed = inputs[0].map_batches(self._batched(name, exprs["key"], "pairs", policy))
+            return [keyed.exchange(_first).map_batches(_seconds)]
         if op == "partition":
             parts = int(node.params["parts"])
             raw = exprs["expr"].fn
@@ -344,10 +357,12 @@ class Plan:
             false, true = keyed.branch(lambda pair: pair[0])
             return [false.map(_second), true.map(_second)]
         if op == "count":
-            return [inputs[0].exchange(lambda _r: 0).count()]
+            # Count on each worker, then add the per-worker counts up on one: only the
+            # counts cross workers, not the records.
+            return [inputs[0].count().exchange(_zero).accumulate(int, _add_all)]
         if op == "count_by":
-            keyed = self._keyed(inputs[0], name, exprs["key"].fn, _routable, policy)
-            return [keyed.count_by(_first).map(_key_count)]
+            keys = inputs[0].map_batches(self._batched(name, exprs["key"], "key", policy))
+            return [keys.count_by().map(_key_count)]
         if op == "accumulate":
             init = _guarded(name, exprs["init"].fn, "fail", self.errors)
             fold = fn("fold")
@@ -362,7 +377,7 @@ class Plan:
             emit = (
                 fn("emit") if "emit" in exprs else (lambda k, a: {"key": _json_key(k), "value": a})
             )
-            keyed = self._keyed(inputs[0], name, exprs["key"].fn, _routable, policy)
+            keyed = inputs[0].map_batches(self._batched(name, exprs["key"], "pairs", policy))
             return [
                 keyed.aggregate(
                     _first,
@@ -372,8 +387,8 @@ class Plan:
                 ).filter(_kept)
             ]
         if op == "join":
-            left = self._keyed(inputs[0], name, exprs["key_left"].fn, _routable, policy)
-            right = self._keyed(inputs[1], name, exprs["key_right"].fn, _routable, policy)
+            left = inputs[0].map_batches(self._batched(name, exprs["key_left"], "pairs", policy))
+            right = inputs[1].map_batches(self._batched(name, exprs["key_right"], "pairs", policy))
             joined = left.join(right, _first, _first)
             return [joined.map(lambda lr: {"left": lr[0][1], "right": lr[1][1]})]
         if op == "delay":
@@ -381,6 +396,27 @@ class Plan:
             f = _guarded(name, lambda r, t: _later(raw(r, t), t), policy, self.errors)
             return [inputs[0].delay(lambda r, t: None if (u := f(r, t)) is _DROPPED else u)]
         raise AssertionError(f"unhandled operator {op!r}")  # the catalogue and this agree
+
+    def _batched(
+        self, node: str, expression: Expression, shape: str, policy: str
+    ) -> Callable[[list[Any]], list[Any]]:
+        """The expression's batch form ``shape``, with the node's error policy.
+
+        The batch form evaluates the whole batch in one comprehension. If it fails on a
+        record, the batch is evaluated again record by record (expressions have no side
+        effects), which drops and counts exactly the records that fail, or fails the dataflow
+        with the node's name, as :func:`_guarded` does.
+        """
+        fast = expression.batch[shape]
+        one = _guarded(node, _single(expression.fn, shape), policy, self.errors)
+
+        def batch(records: list[Any]) -> list[Any]:
+            try:
+                return fast(records)
+            except EvaluationError:
+                return [v for v in map(one, records) if v is not _DROPPED]
+
+        return batch
 
     def _keyed(
         self,
@@ -395,20 +431,50 @@ class Plan:
         return stream.map(guarded).filter(_kept)
 
 
+def _single(fn: Callable[[Any], Any], shape: str) -> Callable[[Any], Any]:
+    """What the batch form ``shape`` gives for one record (``_DROPPED`` for none)."""
+    if shape == "map":
+        return fn
+    if shape == "filter":
+        return lambda r: r if _as_bool(fn(r), "filter") else _DROPPED
+    if shape == "key":
+        return lambda r: hashable(fn(r))
+    return lambda r: (hashable(fn(r)), r)
+
+
+def _flatten(values: list[Any], node: str, policy: str, errors: RecordErrors) -> list[Any]:
+    """flat_map's records: the lists in ``values`` concatenated; other values fail."""
+    if all(type(v) is list for v in values):
+        return list(chain.from_iterable(values))
+    out: list[Any] = []
+    for value in values:
+        try:
+            out.extend(_as_list(value))
+        except EvaluationError as error:
+            if policy == "fail":
+                raise EvaluationError(f"node {node!r}: {error}") from None
+            errors.record(node, error)
+    return out
+
+
+def _zero(_record: Any) -> int:
+    return 0
+
+
+def _add_all(total: int, counts: list[int]) -> int:
+    return total + sum(counts)
+
+
+def _seconds(pairs: list[tuple[Any, Any]]) -> list[Any]:
+    return [pair[1] for pair in pairs]
+
+
+_first = itemgetter(0)
+_second = itemgetter(1)
+
+
 def _kept(value: Any) -> bool:
     return value is not _DROPPED
-
-
-def _first(pair: tuple[Any, Any]) -> Any:
-    return pair[0]
-
-
-def _second(pair: tuple[Any, Any]) -> Any:
-    return pair[1]
-
-
-def _nothing_if_dropped(value: Any) -> list[Any]:
-    return [] if value is _DROPPED else list(value)
 
 
 def _as_bool(value: Any, op: str) -> bool:
@@ -425,23 +491,10 @@ def _json_key(key: Any) -> Any:
     return [_json_key(k) for k in key] if isinstance(key, tuple) else key
 
 
-def _drop_failed(stream: Stream) -> Stream:
-    return stream.filter(lambda r: r is not _DROPPED)
-
-
 def _as_list(value: Any) -> list[Any]:
     if not isinstance(value, list):
         raise EvaluationError(f"flat_map needs a list, not {type(value).__name__}")
     return value
-
-
-def _routable(key: Any) -> Any:
-    """Keys of exchange/aggregate/join: lists become tuples so they can be hashed."""
-    if isinstance(key, list):
-        return tuple(_routable(k) for k in key)
-    if isinstance(key, dict):
-        raise EvaluationError("a key cannot be a map")
-    return key
 
 
 def _part(value: Any, parts: int) -> int:
@@ -550,7 +603,7 @@ def compile_graph(spec: GraphSpec) -> Plan:
                     problems.append(Problem(pointer, "an expression must be a string"))
                     continue
                 try:
-                    compiled[key] = compile_expression(value, param.variables)
+                    compiled[key] = compile_expression(value, param.variables, batch=param.batch)
                 except ExpressionError as error:
                     problems.append(Problem(pointer, f"expression does not compile: {error}"))
                     continue

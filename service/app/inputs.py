@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -183,8 +183,9 @@ class ProducerInput:
                 f"a batch of {len(batch)} records exceeds max_batch_records "
                 f"({self._limits.max_batch_records})"
             )
-        self._validate(session, batch, "push")
-        self._send(batch)
+        times, records = _columns(batch)
+        self._validate(session, times, "push")
+        self._send(times, records)
         session.seq = seq
         ack = session.last_ack = self._ack(session, seq, len(batch))
         return ack
@@ -233,12 +234,12 @@ class ProducerInput:
             )
         return None
 
-    def _validate(self, session: Session, batch: list[tuple[Hashable, Any]], what: str) -> None:
+    def _validate(self, session: Session, times: Sequence[Hashable], what: str) -> None:
         time = session.time
-        if _all_at_or_after(batch, time):
+        if _all_at_or_after(times, time):
             return
         # Something is wrong: find the first offending record, for a precise message.
-        for index, (at, _record) in enumerate(batch):
+        for index, at in enumerate(times):
             _check(at, f"record {index}", self._minimum, f"/records/{index}/0")
             if not less_equal(time, at):
                 raise Conflict(
@@ -246,22 +247,24 @@ class ProducerInput:
                     f"{what} was refused and nothing of it applied"
                 )
 
-    def _send(self, batch: list[tuple[Hashable, Any]]) -> None:
-        if not batch:
+    def _send(self, times: Sequence[Hashable], records: Sequence[Any]) -> None:
+        """Send checked records, one batch per distinct time."""
+        if not records:
             return
-        by_time: dict[Hashable, list[Any]] = {}
-        for at, record in batch:
-            records = by_time.get(at)
-            if records is None:
-                by_time[at] = [record]
-            else:
-                records.append(record)
         output = self._output
-        for at, records in by_time.items():
-            # The session's capability is at or before ``at``: checked by _validate.
-            output.send_at(at, records)
+        distinct = set(times)
+        if len(distinct) == 1:
+            # The common case (a producer pushes one time per batch): no loop per record.
+            output.send_at(times[0], list(records))
+        else:
+            by_time: dict[Hashable, list[Any]] = {at: [] for at in times}
+            for at, record in zip(times, records, strict=True):
+                by_time[at].append(record)
+            for at, batch in by_time.items():
+                # The session's capability is at or before ``at``: checked by _validate.
+                output.send_at(at, batch)
         output.operator.touch()
-        self.records_in += len(batch)
+        self.records_in += len(records)
 
     # ----------------------------------------------------------------- transactions
 
@@ -321,7 +324,8 @@ class ProducerInput:
         if missing:
             raise NotFound(f"no staged transaction {missing[0]!r} on input {self.name!r}")
         batch = [r for t in transaction_ids for r in self.transactions[t].records]
-        self._validate(session, batch, "commit")
+        times, records = _columns(batch)
+        self._validate(session, times, "commit")
         if advance_to is not None:
             _check(advance_to, like=self._minimum, pointer="/advance_to")
             if not less_equal(session.time, advance_to):
@@ -329,7 +333,7 @@ class ProducerInput:
                     f"cannot advance the session from {session.time!r} to the earlier "
                     f"{advance_to!r}; nothing was committed"
                 )
-        self._send(batch)
+        self._send(times, records)
         for t in transaction_ids:
             self._staged -= len(self.transactions.pop(t).records)
         if advance_to is not None:
@@ -356,18 +360,26 @@ class ProducerInput:
         self._base = None
 
 
-def _all_at_or_after(batch: list[tuple[Hashable, Any]], time: Hashable) -> bool:
-    """Whether every record of an integer-time batch is a valid time at or after ``time``.
+def _columns(batch: list[tuple[Hashable, Any]]) -> tuple[Sequence[Hashable], Sequence[Any]]:
+    """The times and the records of ``(time, record)`` pairs, unzipped in C."""
+    if not batch:
+        return (), ()
+    times, records = zip(*batch, strict=True)
+    return times, records
 
-    The common case, checked in bulk (the loops run in C): ``False`` does not mean a record
-    is bad, only that the record-by-record check must decide.
+
+def _all_at_or_after(times: Sequence[Hashable], time: Hashable) -> bool:
+    """Whether every time of an integer-time batch is a valid time at or after ``time``.
+
+    The common case, checked in bulk (the loops run in C): ``False`` does not mean a time
+    is bad, only that the time-by-time check must decide.
     """
-    if type(time) is not int or not batch:
-        return not batch
-    times = cast("list[int]", [at for at, _record in batch])
+    if type(time) is not int or not times:
+        return not times
     if set(map(type, times)) != {int}:  # bools are not times; products take the long way
         return False
-    return time <= min(times) and max(times) <= MAX_TIME
+    ints = cast("Sequence[int]", times)
+    return time <= min(ints) and max(ints) <= MAX_TIME
 
 
 def _check(
