@@ -90,6 +90,12 @@ def main() -> None:
     default=lambda: os.environ.get("FRONTIER_LOG_FORMAT", "json"),
     help="Structured JSON lines (default) or plain text.",
 )
+@click.option(
+    "--access-log",
+    type=click.Choice(["all", "control", "off"]),
+    default=lambda: os.environ.get("FRONTIER_ACCESS_LOG", "control"),
+    help="Log every request, control-plane requests and errors (default), or none.",
+)
 @click.option("--demo", is_flag=True, help="Create a demo dataflow at startup.")
 def serve(
     host: str,
@@ -100,6 +106,7 @@ def serve(
     tokens: tuple[str, ...],
     operator_modules: tuple[str, ...],
     log_format: str,
+    access_log: str,
     demo: bool,
 ) -> None:
     """Start the server."""
@@ -122,7 +129,7 @@ def serve(
         limits=Limits(**config.get("limits", {})),
         operator_modules=tuple(config.get("operator_modules", ())) + operator_modules,
     )
-    asyncio_run(_serve(settings, demo))
+    asyncio_run(_serve(settings, demo, access_log))
 
 
 def asyncio_run(coroutine: Any) -> Any:
@@ -132,7 +139,7 @@ def asyncio_run(coroutine: Any) -> Any:
     return uvloop.run(coroutine)
 
 
-async def _serve(settings: Any, demo: bool) -> None:
+async def _serve(settings: Any, demo: bool, access_log: str = "control") -> None:
     from aiohttp import web
 
     from api.server import create_app
@@ -147,7 +154,11 @@ async def _serve(settings: Any, demo: bool) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    runner = web.AppRunner(app, shutdown_timeout=10.0)
+    from api.server.logs import access_logger_class
+
+    runner = web.AppRunner(
+        app, shutdown_timeout=10.0, access_log_class=access_logger_class(access_log)
+    )
     await runner.setup()
     site = web.TCPSite(runner, settings.host, settings.port)
     await site.start()

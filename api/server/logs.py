@@ -7,6 +7,8 @@ import time
 from typing import Any
 
 import orjson
+from aiohttp.abc import AbstractAccessLogger
+from aiohttp.web import BaseRequest, StreamResponse
 
 
 class JsonFormatter(logging.Formatter):
@@ -42,3 +44,52 @@ def configure_logging(fmt: str = "json", level: int = logging.INFO) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
+
+
+ACCESS_LOG_MODES = ("all", "control", "off")
+"""What the access log records: every request, control-plane requests and errors, nothing."""
+
+_DATA_PLANE = ("/push", "/stage", "/advance")
+"""Paths (by suffix) of the requests producers send by the thousand per second."""
+
+
+class AccessLogger(AbstractAccessLogger):
+    """One JSON-ready log record per request, with its method, path, status and duration.
+
+    In ``control`` mode (the default of ``frontier serve``) a successful data-plane request
+    (a push, stage or advance, which producers send by the thousand per second, and which
+    ``/metrics`` counts) is not logged; every other request, and every error, is.
+    """
+
+    mode = "control"
+
+    def log(self, request: BaseRequest, response: StreamResponse, time: float) -> None:
+        """Log ``request`` unless the mode leaves it out."""
+        status = response.status
+        if self.mode == "control" and status < 400 and request.path.endswith(_DATA_PLANE):
+            return
+        self.logger.info(
+            "%s %s %s",
+            request.method,
+            request.path,
+            status,
+            extra={
+                "method": request.method,
+                "path": request.path,
+                "status": status,
+                "duration_ms": round(time * 1000, 3),
+                "remote": request.remote,
+            },
+        )
+
+    @property
+    def enabled(self) -> bool:
+        """Whether anything is logged at all."""
+        return self.mode != "off" and self.logger.isEnabledFor(logging.INFO)
+
+
+def access_logger_class(mode: str) -> type[AccessLogger]:
+    """An :class:`AccessLogger` class in ``mode`` (one of :data:`ACCESS_LOG_MODES`)."""
+    if mode not in ACCESS_LOG_MODES:
+        raise ValueError(f"access log mode {mode!r} is not one of {', '.join(ACCESS_LOG_MODES)}")
+    return type("AccessLogger", (AccessLogger,), {"mode": mode})
