@@ -2,29 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import Any
 
-from operators.capability import Capability
-from operators.core import OperatorBuilder
+from operators.map import per_batch
 from operators.stream import Stream
 
 
 def exchange(stream: Stream, key: Callable[[Any], object], name: str = "Exchange") -> Stream:
     """Send every record to worker ``stable_hash(key(record)) % peers``, unchanged."""
-    builder = OperatorBuilder(stream.scope, name)
-    input = builder.new_input(stream, exchange=key)
-    output, result = builder.new_output()
+    return per_batch(stream, _unchanged, name, exchange=key)
 
-    def constructor(capabilities: list[Capability]) -> Callable[[], None]:
-        for capability in capabilities:
-            capability.drop()
 
-        def logic() -> None:
-            for time, records in input.batches():
-                output.forward(time, records)
-
-        return logic
-
-    builder.build(constructor)
-    return result
+def _unchanged(_time: Hashable, records: list[Any]) -> list[Any]:
+    return records

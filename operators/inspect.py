@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable
 from typing import Any
 
-from operators.capability import Capability
-from operators.core import OperatorBuilder
+from operators.map import per_batch
 from operators.stream import Stream
 
 
@@ -14,23 +13,12 @@ def inspect_batch(
     stream: Stream, fn: Callable[[Hashable, list[Any]], object], name: str = "InspectBatch"
 ) -> Stream:
     """Call ``fn(time, records)`` for every batch, then pass the batch on."""
-    builder = OperatorBuilder(stream.scope, name)
-    input = builder.new_input(stream)
-    output, result = builder.new_output()
 
-    def constructor(capabilities: list[Capability]) -> Callable[[], None]:
-        for capability in capabilities:
-            capability.drop()
+    def look(time: Hashable, records: list[Any]) -> list[Any]:
+        fn(time, records)
+        return records
 
-        def logic() -> None:
-            for time, records in input.batches():
-                fn(time, records)
-                output.forward(time, records)
-
-        return logic
-
-    builder.build(constructor)
-    return result
+    return per_batch(stream, look, name)
 
 
 def inspect(stream: Stream, fn: Callable[[Any], object], name: str = "Inspect") -> Stream:

@@ -1,8 +1,13 @@
-"""``map``: a new record for every record, at the same time."""
+"""``map`` and ``map_batches``: new records for every batch, at the same time.
+
+:func:`per_batch` is the operator behind every stateless one-input operator (``map``,
+``filter``, ``flat_map``, ``inspect``, ``exchange``): it takes each arrived batch, calls one
+function on it and forwards what that returns at the batch's own time.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import Any
 
 from operators.capability import Capability
@@ -10,10 +15,20 @@ from operators.core import OperatorBuilder
 from operators.stream import Stream
 
 
-def map_stream(stream: Stream, fn: Callable[[Any], Any], name: str = "Map") -> Stream:
-    """Apply ``fn`` to every record; one list comprehension per batch."""
+def per_batch(
+    stream: Stream,
+    fn: Callable[[Hashable, list[Any]], list[Any]],
+    name: str,
+    exchange: Callable[[Any], object] | None = None,
+) -> Stream:
+    """Forward ``fn(time, batch)`` for every batch (an empty result sends nothing).
+
+    ``fn`` may return fewer or more records than it was given, or the very list it was
+    given, but must not modify that list: other consumers of the stream receive the same
+    object. With ``exchange``, records are routed to workers by that key before ``fn``.
+    """
     builder = OperatorBuilder(stream.scope, name)
-    input = builder.new_input(stream)
+    input = builder.new_input(stream, exchange=exchange)
     output, result = builder.new_output()
 
     def constructor(capabilities: list[Capability]) -> Callable[[], None]:
@@ -22,13 +37,17 @@ def map_stream(stream: Stream, fn: Callable[[Any], Any], name: str = "Map") -> S
 
         def logic() -> None:
             for time, records in input.batches():
-                # ``map`` runs the loop in C; the only per-record Python call is ``fn``.
-                output.forward(time, list(map(fn, records)))
+                output.forward(time, fn(time, records))
 
         return logic
 
     builder.build(constructor)
     return result
+
+
+def map_stream(stream: Stream, fn: Callable[[Any], Any], name: str = "Map") -> Stream:
+    """Apply ``fn`` to every record; ``map`` runs the loop in C, so ``fn`` is the only call."""
+    return per_batch(stream, lambda _time, records: list(map(fn, records)), name)
 
 
 def map_batches(
@@ -37,23 +56,7 @@ def map_batches(
     """Replace every batch by ``fn(batch)``, at the same time (an empty result sends nothing).
 
     For logic that handles a whole batch at once, e.g. an expression compiled into one list
-    comprehension: the engine makes one call per batch, none per record. ``fn`` may return
-    fewer or more records than it was given, or the very list it was given, but must not
-    modify that list: other consumers of the stream receive the same object.
+    comprehension: the engine makes one call per batch, none per record. ``fn`` must not
+    modify the list it is given (see :func:`per_batch`).
     """
-    builder = OperatorBuilder(stream.scope, name)
-    input = builder.new_input(stream)
-    output, result = builder.new_output()
-
-    def constructor(capabilities: list[Capability]) -> Callable[[], None]:
-        for capability in capabilities:
-            capability.drop()
-
-        def logic() -> None:
-            for time, records in input.batches():
-                output.forward(time, fn(records))
-
-        return logic
-
-    builder.build(constructor)
-    return result
+    return per_batch(stream, lambda _time, records: fn(records), name)

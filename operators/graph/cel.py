@@ -854,6 +854,21 @@ _CONVERSIONS: Final = {
 }
 
 
+def _translating(value: ast.expr) -> ast.Try:
+    """``return value``, with Python's exceptions turned into :class:`EvaluationError`."""
+    handlers = [
+        ast.ExceptHandler(
+            type=_load("_EvaluationError"), name=None, body=[ast.Raise(exc=None, cause=None)]
+        ),
+        ast.ExceptHandler(
+            type=_load("_NATURAL"),
+            name="_e",
+            body=[ast.Raise(exc=_call("_translate", _load("_e")), cause=_const(None))],
+        ),
+    ]
+    return ast.Try(body=[ast.Return(value=value)], handlers=handlers, orelse=[], finalbody=[])
+
+
 def _plural(count: int, word: str) -> str:
     return f"{count} {word}" if count == 1 else f"{count} {word}s"
 
@@ -912,19 +927,7 @@ class _Compiler:
     def module(self, tree: _Node) -> tuple[ast.Module, str]:
         code = self.expr(tree)
         args = [ast.arg(arg=name) for name in self.variables]
-        handlers = [
-            ast.ExceptHandler(
-                type=_load("_EvaluationError"), name=None, body=[ast.Raise(exc=None, cause=None)]
-            ),
-            ast.ExceptHandler(
-                type=_load("_NATURAL"),
-                name="_e",
-                body=[ast.Raise(exc=_call("_translate", _load("_e")), cause=_const(None))],
-            ),
-        ]
-        body: list[ast.stmt] = [
-            ast.Try(body=[ast.Return(value=code.expr)], handlers=handlers, orelse=[], finalbody=[])
-        ]
+        body: list[ast.stmt] = [_translating(code.expr)]
         main = ast.FunctionDef(
             name="_cel", args=_arguments(args), body=body, decorator_list=[], returns=None
         )
@@ -956,21 +959,7 @@ class _Compiler:
         else:
             raise ValueError(f"unknown batch shape {shape!r} (known: {', '.join(BATCH_SHAPES)})")
         comprehension = ast.ListComp(elt=element, generators=[generator])
-        handlers = [
-            ast.ExceptHandler(
-                type=_load("_EvaluationError"), name=None, body=[ast.Raise(exc=None, cause=None)]
-            ),
-            ast.ExceptHandler(
-                type=_load("_NATURAL"),
-                name="_e",
-                body=[ast.Raise(exc=_call("_translate", _load("_e")), cause=_const(None))],
-            ),
-        ]
-        body: list[ast.stmt] = [
-            ast.Try(
-                body=[ast.Return(value=comprehension)], handlers=handlers, orelse=[], finalbody=[]
-            )
-        ]
+        body: list[ast.stmt] = [_translating(comprehension)]
         args = [ast.arg(arg="_values"), *(ast.arg(arg=name) for name in rest)]
         return ast.FunctionDef(
             name=f"_cel_{shape}", args=_arguments(args), body=body, decorator_list=[], returns=None
