@@ -120,11 +120,20 @@ def serve(
     for pair in pairs:
         token, _, tenant = pair.partition("=")
         token_map[token] = tenant or "default"
+    context = click.get_current_context()
+
+    def chosen(name: str, variable: str, value: Any) -> Any:
+        # A flag beats the environment, which beats the config file, which beats the default.
+        source = context.get_parameter_source(name)
+        if source is click.core.ParameterSource.COMMANDLINE or variable in os.environ:
+            return value
+        return config.get(name, value)
+
     settings = Settings(
-        host=config.get("host", host),
-        port=int(config.get("port", port)),
-        workers=int(config.get("workers", workers)),
-        data_dir=config.get("data_dir", data_dir),
+        host=chosen("host", "FRONTIER_HOST", host),
+        port=int(chosen("port", "FRONTIER_PORT", port)),
+        workers=int(chosen("workers", "FRONTIER_WORKERS", workers)),
+        data_dir=chosen("data_dir", "FRONTIER_DATA_DIR", data_dir),
         tokens=token_map,
         limits=Limits(**config.get("limits", {})),
         operator_modules=tuple(config.get("operator_modules", ())) + operator_modules,

@@ -49,8 +49,17 @@ def configure_logging(fmt: str = "json", level: int = logging.INFO) -> None:
 ACCESS_LOG_MODES = ("all", "control", "off")
 """What the access log records: every request, control-plane requests and errors, nothing."""
 
-_DATA_PLANE = ("/push", "/stage", "/advance")
-"""Paths (by suffix) of the requests producers send by the thousand per second."""
+
+def _data_plane(request: BaseRequest) -> bool:
+    """Whether ``request`` is one producers send by the thousand per second.
+
+    A push or an advance (``POST .../sessions/{session}/push`` or ``/advance``), or a
+    stage (``PUT .../inputs/{input}/transactions/{txn}``).
+    """
+    path = request.path
+    if request.method == "POST":
+        return path.endswith(("/push", "/advance"))
+    return request.method == "PUT" and "/transactions/" in path
 
 
 class AccessLogger(AbstractAccessLogger):
@@ -66,7 +75,7 @@ class AccessLogger(AbstractAccessLogger):
     def log(self, request: BaseRequest, response: StreamResponse, time: float) -> None:
         """Log ``request`` unless the mode leaves it out."""
         status = response.status
-        if self.mode == "control" and status < 400 and request.path.endswith(_DATA_PLANE):
+        if self.mode == "control" and status < 400 and _data_plane(request):
             return
         self.logger.info(
             "%s %s %s",

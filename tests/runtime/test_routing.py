@@ -489,3 +489,35 @@ async def test_equal_keys_meet_on_one_worker() -> None:
 
     results = await run(3, build, from_first({0: [1, 1.0, True], 1: [0.0, -0.0]}))
     assert everywhere(results, "counts") == {0: [3], 1: [2]}
+
+
+# --------------------------------------------------------------------------- route()
+
+
+def test_route_splits_by_stable_hash_keeping_order_within_a_part() -> None:
+    from service.runtime.channels import route
+
+    records = [{"k": k, "i": i} for i, k in enumerate(["a", 5, "b", 2**70, 5, None, 1.0, True])]
+    parts = route(records, lambda r: r["k"], 3)
+    expected: list[list[Any]] = [[], [], []]
+    for record in records:
+        expected[stable_hash(record["k"]) % 3].append(record)
+    assert parts == expected
+    # Equal keys meet: 1.0 and True both go where 1 goes, and both 5s to part 5 % 3.
+    assert [[r["i"] for r in part] for part in parts] == [[], [6, 7], [0, 1, 2, 3, 4, 5]]
+
+
+def test_route_of_small_ints_is_the_key_modulo_peers() -> None:
+    from service.runtime.channels import route
+
+    assert route(list(range(10)), lambda r: r, 4) == [[0, 4, 8], [1, 5, 9], [2, 6], [3, 7]]
+    assert route([], lambda r: r, 2) == [[], []]
+
+
+def test_route_refuses_an_unroutable_key_by_its_type() -> None:
+    from service.runtime.channels import route
+
+    with pytest.raises(TypeError, match="cannot route by a key of type list"):
+        route([1, 2], lambda r: [r], 2)
+    with pytest.raises(TypeError, match="cannot route by a key of type frozenset"):
+        route([1, 2], lambda r: frozenset([r]), 2)

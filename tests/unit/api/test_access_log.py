@@ -30,6 +30,10 @@ def test_control_mode_leaves_out_successful_data_plane_requests(
 ) -> None:
     assert logged("control", "POST", PUSH, 200, caplog) == []
     assert logged("control", "POST", PUSH.replace("push", "advance"), 200, caplog) == []
+    stage = "/v1/dataflows/d1/inputs/in/transactions/t1"
+    assert logged("control", "PUT", stage, 200, caplog) == []
+    [aborted] = logged("control", "DELETE", stage, 200, caplog)
+    assert aborted.getMessage() == f"DELETE {stage} 200"
     [refused] = logged("control", "POST", PUSH, 409, caplog)
     assert refused.getMessage() == f"POST {PUSH} 409"
     assert (refused.method, refused.path, refused.status, refused.duration_ms) == (  # type: ignore[attr-defined]
