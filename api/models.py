@@ -89,6 +89,9 @@ SEQ_MAX = 2**63 - 1
 TransactionId: TypeAlias = Annotated[str, Field(min_length=1, max_length=200)]
 """A transaction's name, chosen by the producer (also a path segment)."""
 
+MAX_DISCARD = 100_000
+"""The most transactions a commit may discard (a Spark job's attempts at every partition)."""
+
 
 class _Body(BaseModel):
     """Strict, closed and immutable: what every body and frame model shares."""
@@ -197,6 +200,9 @@ class Commit(_Body):
     """Committing again with the same key (and transactions) applies once."""
     advance_to: Time | None = None
     """Advance the session to this time in the same step."""
+    discard: list[TransactionId] = Field(default_factory=list, max_length=MAX_DISCARD)
+    """Transactions to abort once the commit is done (now, or before under the key): the
+    producer's leftovers, such as failed attempts' transactions, cleaned up in the same call."""
 
     @field_validator("transactions")
     @classmethod
@@ -211,6 +217,22 @@ class Commit(_Body):
                 )
             seen.add(transaction)
         return value
+
+
+class InputCommit(Commit):
+    """``POST .../inputs/{input}/commit``: commit without a session, at the input's time.
+
+    As :class:`Commit`, but ``transactions`` may be empty: such a commit only advances the
+    input (and, like any commit, uses up its idempotency key).
+
+    >>> InputCommit.model_validate_json(
+    ...     b'{"transactions": [], "idempotency_key": "job-7.b3", "advance_to": 4}'
+    ... ).advance_to
+    4
+    """
+
+    transactions: list[TransactionId] = Field(min_length=0, max_length=1000)
+    """The staged transactions to commit, in order (none: only advance)."""
 
 
 # --------------------------------------------------------------------------- WebSocket frames
@@ -387,6 +409,7 @@ __all__ = [
     "CloseFrame",
     "Commit",
     "CreateDataflow",
+    "InputCommit",
     "OpenSession",
     "Push",
     "PushFrame",

@@ -1,5 +1,19 @@
 """The Python client of the Frontier service: async and blocking."""
 
-from api.client.client import AsyncClient, AsyncSession, Client, FrontierError, Session
+from api.client.client import (
+    IDEMPOTENCY_KEY_REUSED,
+    AsyncClient,
+    AsyncSession,
+    Client,
+    FrontierError,
+    Session,
+)
 
-__all__ = ["AsyncClient", "AsyncSession", "Client", "FrontierError", "Session"]
+__all__ = [
+    "IDEMPOTENCY_KEY_REUSED",
+    "AsyncClient",
+    "AsyncSession",
+    "Client",
+    "FrontierError",
+    "Session",
+]

@@ -22,6 +22,14 @@ import orjson
 T = TypeVar("T")
 
 
+PROBLEMS = "https://frontier.dev/problems/"
+"""The prefix of every problem ``type`` the server answers (``PROBLEMS + slug``)."""
+
+IDEMPOTENCY_KEY_REUSED = PROBLEMS + "idempotency-key-reused"
+"""A commit's idempotency key was used before for other transactions (409): that commit was
+applied, this one was not."""
+
+
 class FrontierError(Exception):
     """The server refused a request; ``problem`` is its problem+json document."""
 
@@ -30,6 +38,12 @@ class FrontierError(Exception):
         self.problem = problem
         detail = problem.get("detail") or problem.get("title") or "error"
         super().__init__(f"{status}: {detail}")
+
+    @property
+    def type(self) -> str | None:
+        """The problem's ``type`` URI (``None`` if the answer was not a problem document)."""
+        kind = self.problem.get("type")
+        return kind if isinstance(kind, str) else None
 
 
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
@@ -153,6 +167,34 @@ class AsyncClient:
     async def close_input(self, dataflow: str, input: str) -> None:
         """Close an input (every session)."""
         await self.request("POST", f"/v1/dataflows/{dataflow}/inputs/{input}/close")
+
+    async def commit(
+        self,
+        dataflow: str,
+        input: str,
+        transactions: list[str],
+        idempotency_key: str,
+        advance_to: Any = None,
+        discard: list[str] | None = None,
+    ) -> Any:
+        """Commit staged transactions without a session, at the input's time; the ack.
+
+        ``advance_to`` moves the input there (when no session holds it back); with no
+        transactions the commit only advances. The same key again answers the same ack.
+        ``discard`` names transactions to abort once the commit is done (leftovers).
+        """
+        body: dict[str, Any] = {
+            "transactions": transactions,
+            "idempotency_key": idempotency_key,
+            "advance_to": advance_to,
+        }
+        if discard:
+            body["discard"] = discard
+        return await self.request("POST", f"/v1/dataflows/{dataflow}/inputs/{input}/commit", body)
+
+    async def input(self, dataflow: str, input: str) -> Any:
+        """An input: frontier, open sessions, open transactions and their staged records."""
+        return await self.request("GET", f"/v1/dataflows/{dataflow}/inputs/{input}")
 
     # ----------------------------------------------------------------- consuming
 
@@ -308,6 +350,27 @@ class AsyncClient:
             "GET", f"/v1/dataflows/{dataflow}/outputs/{output}/times", params=params
         )
 
+    async def time_counts_page(
+        self,
+        dataflow: str,
+        output: str,
+        start: Any = None,
+        end: Any = None,
+        limit: int = 1000,
+        cursor: str | None = None,
+    ) -> Any:
+        """One page of counts: ``{"times": [{"time", "count"}], "frontier", "next_cursor"}``."""
+        params = {"limit": str(limit), "counts": "true"}
+        if start is not None:
+            params["from"] = orjson.dumps(start).decode()
+        if end is not None:
+            params["to"] = orjson.dumps(end).decode()
+        if cursor is not None:
+            params["cursor"] = cursor
+        return await self.request(
+            "GET", f"/v1/dataflows/{dataflow}/outputs/{output}/times", params=params
+        )
+
     async def output_frontier(self, dataflow: str, output: str) -> list[Any]:
         """An output's frontier now (``[]`` once it is complete)."""
         described = await self.dataflow(dataflow, operators=False)
@@ -441,6 +504,24 @@ class Client:
         """Close an input."""
         self._run(self.aio.close_input(dataflow, input))
 
+    def commit(
+        self,
+        dataflow: str,
+        input: str,
+        transactions: list[str],
+        idempotency_key: str,
+        advance_to: Any = None,
+        discard: list[str] | None = None,
+    ) -> Any:
+        """Commit staged transactions without a session, at the input's time; the ack."""
+        return self._run(
+            self.aio.commit(dataflow, input, transactions, idempotency_key, advance_to, discard)
+        )
+
+    def input(self, dataflow: str, input: str) -> Any:
+        """An input: frontier, open sessions, open transactions and their staged records."""
+        return self._run(self.aio.input(dataflow, input))
+
     def times(
         self, dataflow: str, output: str, start: Any = None, end: Any = None
     ) -> Iterator[tuple[Any, list[Any]]]:
@@ -486,6 +567,18 @@ class Client:
     ) -> Any:
         """One JSON page of completed times."""
         return self._run(self.aio.times_page(dataflow, output, start, end, limit, cursor))
+
+    def time_counts_page(
+        self,
+        dataflow: str,
+        output: str,
+        start: Any = None,
+        end: Any = None,
+        limit: int = 1000,
+        cursor: str | None = None,
+    ) -> Any:
+        """One page of completed times with their record counts (no records)."""
+        return self._run(self.aio.time_counts_page(dataflow, output, start, end, limit, cursor))
 
     def output_frontier(self, dataflow: str, output: str) -> list[Any]:
         """An output's frontier now."""

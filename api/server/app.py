@@ -12,7 +12,7 @@ import base64
 import logging
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import orjson
 from aiohttp import WSCloseCode, web
@@ -24,18 +24,26 @@ from api.models import (
     Commit,
     ConsumerCommit,
     CreateDataflow,
+    InputCommit,
     OpenSession,
     Push,
     Stage,
     time_from_json,
     time_to_json,
 )
-from api.server.arrow import ARROW_STREAM, arrow_from_times, records_from_arrow
+from api.server.arrow import (
+    ARROW_STREAM,
+    MAX_ARROW_TIME,
+    arrow_from_times,
+    columns_from_arrow,
+    records_from_arrow,
+)
 from api.server.metrics import metrics_handler
-from api.server.problems import BadRequest, invalid_body, problems_middleware
+from api.server.problems import BadRequest, NotAcceptable, invalid_body, problems_middleware
 from operators.graph import describe_catalogue
 from service.app import DataflowManager, Gone, LimitExceeded, NotFound, Settings, Unauthorized
-from service.app.inputs import Ack
+from service.app.inputs import Ack, Columns, ProducerInput
+from service.app.outputs import OutputLog
 
 log = logging.getLogger("frontier.api")
 
@@ -113,8 +121,11 @@ async def auth_middleware(
 # --------------------------------------------------------------------------- health
 
 
-async def healthz(_request: web.Request) -> web.Response:
-    """Liveness."""
+async def healthz(request: web.Request) -> web.Response:
+    """Liveness: 503 once an error in the engine has stopped the workers (restart me)."""
+    failure = request.app[MANAGER].failure
+    if failure is not None:
+        return json_response({"status": "failed", "error": failure}, status=503)
     return json_response({"status": "ok"})
 
 
@@ -241,7 +252,7 @@ async def delete_dataflow(request: web.Request) -> web.Response:
 # --------------------------------------------------------------------------- producing
 
 
-def _producer(request: web.Request) -> Any:
+def _producer(request: web.Request) -> ProducerInput:
     manager = request.app[MANAGER]
     return manager.input(tenant_of(request), request.match_info["id"], request.match_info["input"])
 
@@ -305,7 +316,7 @@ async def advance(request: web.Request) -> web.Response:
 
 
 async def commit(request: web.Request) -> web.Response:
-    """Commit staged transactions (and advance) atomically."""
+    """Commit staged transactions (and advance the session) atomically."""
     producer = _producer(request)
     body = await parse(request, Commit)
     ack = producer.commit(
@@ -313,8 +324,41 @@ async def commit(request: web.Request) -> web.Response:
         list(body.transactions),
         body.idempotency_key,
         body.advance_to,
+        body.discard,
     )
     return json_response(ack_json(ack))
+
+
+async def commit_input(request: web.Request) -> web.Response:
+    """Commit staged transactions without a session, at the input's time (and advance it)."""
+    producer = _producer(request)
+    body = await parse(request, InputCommit)
+    ack = producer.commit(
+        None, list(body.transactions), body.idempotency_key, body.advance_to, body.discard
+    )
+    return json_response(ack_json(ack))
+
+
+async def get_input(request: web.Request) -> web.Response:
+    """An input: its frontier, open sessions and open transactions (staged records)."""
+    producer = _producer(request)
+    time = producer.time()
+    return json_response(
+        {
+            "input": producer.name,
+            "frontier": [time_to_json(t) for t in producer.frontier()],
+            "time": None if time is None else time_to_json(time),
+            "closed": producer.closed,
+            "records_in": producer.records_in,
+            "sessions": [
+                {"session": s.id, "time": time_to_json(s.time)} for s in producer.sessions.values()
+            ],
+            "staged": producer.staged_records,
+            "transactions": [
+                {"transaction": name, "staged": size} for name, size in producer.staged().items()
+            ],
+        }
+    )
 
 
 async def close_session(request: web.Request) -> web.Response:
@@ -324,11 +368,11 @@ async def close_session(request: web.Request) -> web.Response:
 
 
 async def stage(request: web.Request) -> web.Response:
-    """Stage records in a transaction."""
+    """Stage records in a transaction (an Arrow body stays columnar until the commit)."""
     producer = _producer(request)
-    records: list[tuple[Any, Any]]
+    records: list[tuple[Any, Any]] | Columns
     if request.content_type == ARROW_STREAM:
-        records = records_from_arrow(await request.read())
+        records = columns_from_arrow(await request.read())
     else:
         records = list((await parse(request, Stage)).records)
     _check_batch(request, len(records))
@@ -365,7 +409,10 @@ def _time_param(request: web.Request, name: str) -> Any:
 
 
 async def output_times(request: web.Request) -> web.Response:
-    """Completed times of an output in ``[from, to)``, a page at a time."""
+    """Completed times of an output in ``[from, to)``, a page at a time.
+
+    With ``counts=true`` each time comes with its number of records instead of them (JSON).
+    """
     manager = request.app[MANAGER]
     log_ = manager.output(
         tenant_of(request), request.match_info["id"], request.match_info["output"]
@@ -383,16 +430,24 @@ async def output_times(request: web.Request) -> web.Response:
             f"{log_.name!r}; retained times start after {[time_to_json(e) for e in log_.evicted]}"
         )
     limit = _limit(request)
+    counts = flag(request, "counts")
     times = log_.complete_times(start, end)
     page = times[:limit]
     next_cursor = None
     if len(times) > limit:
         next_cursor = orjson.dumps(time_to_json(times[limit])).decode()
     frontier = [time_to_json(t) for t in log_.frontier()]
-    if ARROW_STREAM in request.headers.get("Accept", ""):
-        entries = [(t, log_.records_at(t)) for t in page if type(t) is int]
-        if len(entries) < len(page):
-            raise BadRequest("Arrow reads need integer times; read product times as JSON")
+    if counts:
+        return json_response(
+            {
+                "times": [{"time": time_to_json(t), "count": log_.count_at(t)} for t in page],
+                "frontier": frontier,
+                "next_cursor": next_cursor,
+            }
+        )
+    accept = request.headers.get("Accept", "")
+    if ARROW_STREAM in accept and _arrow_page(log_, page, _accepts_json(accept)):
+        entries = [(t, log_.records_at(t)) for t in page]
         headers = {"X-Frontier": orjson.dumps(frontier).decode()}
         if next_cursor is not None:
             headers["X-Next-Cursor"] = next_cursor
@@ -406,6 +461,48 @@ async def output_times(request: web.Request) -> web.Response:
             "next_cursor": next_cursor,
         }
     )
+
+
+def _accepts_json(accept: str) -> bool:
+    """Whether an ``Accept`` header admits JSON as well (any q above 0)."""
+    for item in accept.split(","):
+        kind, *params = (part.strip() for part in item.split(";"))
+        if kind not in ("application/json", "application/*", "*/*"):
+            continue
+        weights = [p[2:] for p in params if p.startswith("q=")]
+        try:
+            if not weights or float(weights[0]) > 0:
+                return True
+        except ValueError:
+            continue
+    return False
+
+
+def _arrow_page(log_: OutputLog, page: list[Any], json_too: bool) -> bool:
+    """Whether ``page`` can be answered as Arrow (its times fit int64).
+
+    If not: ``False`` (answer JSON) when the client takes JSON too (``json_too``), else
+    :class:`NotAcceptable` naming why.
+    """
+    if not log_.matches(0):
+        if json_too:
+            return False
+        raise NotAcceptable(
+            f"output {log_.name!r} has product times, which an Arrow read (an int64 time "
+            f"column) cannot carry: read them as JSON"
+        )
+    ints = cast("list[int]", page)
+    if ints and ints[-1] > MAX_ARROW_TIME:  # the page is in ascending order
+        if json_too:
+            return False
+        first = next(t for t in ints if t > MAX_ARROW_TIME)
+        raise NotAcceptable(
+            f"time {first} of output {log_.name!r} does not fit the int64 time column of an "
+            f"Arrow read (times from 2**63 on, beyond Spark's LONG): read it as JSON, or read "
+            f"the times before it (to={first})",
+            time=first,
+        )
+    return True
 
 
 async def commit_consumer(request: web.Request) -> web.Response:
@@ -487,6 +584,8 @@ def create_app(settings: Settings, manager: DataflowManager | None = None) -> we
             web.get(base, list_dataflows),
             web.get(f"{base}/{{id}}", get_dataflow),
             web.delete(f"{base}/{{id}}", delete_dataflow),
+            web.get(f"{base}/{{id}}/inputs/{{input}}", get_input),
+            web.post(f"{base}/{{id}}/inputs/{{input}}/commit", commit_input),
             web.post(f"{base}/{{id}}/inputs/{{input}}/sessions", open_session),
             web.post(f"{session}/push", push),
             web.post(f"{session}/advance", advance),

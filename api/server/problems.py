@@ -52,6 +52,17 @@ class BadRequest(ServiceError):
     title = "Bad request"
 
 
+class NotAcceptable(ServiceError):
+    """The answer cannot be given in the representation the ``Accept`` header asks for.
+
+    For example an Arrow read (int64 times) of times from 2**63 on: they are read as JSON.
+    """
+
+    status = 406
+    slug = "not-acceptable"
+    title = "Not acceptable"
+
+
 class PayloadTooLarge(ServiceError):
     """The body is larger than ``max_body_bytes``."""
 

@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import random
+import struct
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 import orjson
 from aiohttp import WSCloseCode, WSMsgType, web
+from aiohttp.abc import AbstractStreamWriter
 from pydantic import ValidationError
 
 from api.models import ClientFrame, time_from_json, time_to_json
@@ -20,6 +24,7 @@ from api.server.app import MANAGER, SETTINGS, SOCKETS, ack_json, flag, tenant_of
 from api.server.problems import BadRequest, invalid_body
 from operators.capture.event import event_to_json
 from service.app.errors import Gone, LimitExceeded, ServiceError
+from service.app.outputs import Subscriber
 
 BAD_FRAME = 4400
 NOT_FOUND = 4404
@@ -29,6 +34,11 @@ GONE = 4410
 TOO_LARGE = 4413
 NO_CREDIT = 4429
 _CLOSE_FOR_STATUS = {404: NOT_FOUND, 410: GONE}
+
+HEARTBEAT = 30.0
+FRONTIER_BUFFER_BYTES = 64 * 1024
+"""A frontier subscriber whose socket holds more unsent bytes than this is sent nothing
+more until it drains; then it gets the latest frontiers of what changed (coalesced)."""
 
 
 def _query_time(request: web.Request, name: str) -> Any:
@@ -46,10 +56,20 @@ def _query_time(request: web.Request, name: str) -> Any:
 async def _open(request: web.Request) -> web.WebSocketResponse:
     # Frame size is checked by the handlers, so an oversize frame gets our close code (4413)
     # rather than aiohttp's generic one.
-    ws = web.WebSocketResponse(heartbeat=30.0, max_msg_size=0)
+    ws = web.WebSocketResponse(heartbeat=_heartbeat(), max_msg_size=0)
     await ws.prepare(request)
     request.app[SOCKETS].open.add(ws)
     return ws
+
+
+def _heartbeat() -> float:
+    """Seconds of silence from the client before a ping: 30 to 45, at random.
+
+    aiohttp rounds a ping's deadline up to a whole second, so sockets opened together with
+    one interval would all be pinged (and answer) in the same turn of the loop, every time:
+    with many subscribers, a burst that holds up everything else (frontier events too).
+    """
+    return HEARTBEAT + random.random() * HEARTBEAT / 2
 
 
 async def _send(ws: web.WebSocketResponse, value: Any) -> None:
@@ -65,54 +85,187 @@ def _stopping(request: web.Request) -> bool:
     return not request.app[MANAGER].running
 
 
-async def _drain_incoming(ws: web.WebSocketResponse) -> None:
-    """Read (and ignore) what a read-only subscriber sends, so close frames are seen."""
-    async for _message in ws:
-        pass
+def ws_frames(payloads: list[bytes]) -> bytes:
+    """``payloads`` as consecutive binary WebSocket frames (unmasked: server to client)."""
+    parts: list[bytes] = []
+    for payload in payloads:
+        size = len(payload)
+        if size < 126:
+            parts.append(_HEADER_SHORT(0x82, size))
+        elif size < 65536:
+            parts.append(_HEADER_MEDIUM(0x82, 126, size))
+        else:
+            parts.append(_HEADER_LONG(0x82, 127, size))
+        parts.append(payload)
+    return b"".join(parts)
 
 
-async def _wait(event: asyncio.Event, reader: asyncio.Future[None]) -> None:
-    waiter: asyncio.Future[Any] = asyncio.ensure_future(event.wait())
-    try:
-        await asyncio.wait([waiter, reader], return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        waiter.cancel()
+_HEADER_SHORT = struct.Struct("!BB").pack
+_HEADER_MEDIUM = struct.Struct("!BBH").pack
+_HEADER_LONG = struct.Struct("!BBQ").pack
+
+
+class FrontierSocket:
+    """A frontier subscriber's socket, written to directly by the dataflow's feed.
+
+    The feed encodes each change once (:func:`ws_frames` of the JSON events) and writes the
+    same bytes to every subscriber's transport from the one callback that noticed the
+    change: no task, queue or future per subscriber. Whole frames are written at once, so
+    they never interleave with aiohttp's own (ping, pong, close); they are never compressed
+    (permessage-deflate allows uncompressed messages).
+
+    Backpressure: the transport's high-water mark is :data:`FRONTIER_BUFFER_BYTES`. A socket
+    whose unsent bytes are over it is written nothing more; one task waits for it to drain
+    (aiohttp's drain), and the feed then writes what changed meanwhile, coalesced.
+    """
+
+    __slots__ = ("request", "transport", "writer", "ws")
+
+    @staticmethod
+    def encode(payloads: list[bytes]) -> bytes:
+        """The events as binary frames (the same function for every socket)."""
+        return ws_frames(payloads)
+
+    def __init__(
+        self,
+        request: web.Request,
+        ws: web.WebSocketResponse,
+        writer: AbstractStreamWriter,
+        transport: asyncio.Transport,
+    ) -> None:
+        self.request = request
+        self.ws = ws
+        self.writer = writer
+        self.transport = transport
+        transport.set_write_buffer_limits(high=FRONTIER_BUFFER_BYTES)
+
+    def _open(self) -> bool:
+        return not (self.ws.closed or self.transport.is_closing())
+
+    def writable(self) -> bool:
+        """Whether the transport's unsent bytes are within the bound."""
+        return self.transport.get_write_buffer_size() <= FRONTIER_BUFFER_BYTES
+
+    def write(self, data: bytes) -> None:
+        """Write whole frames (dropped once the socket is closing)."""
+        if self._open():
+            self.transport.write(data)
+
+    def when_writable(self, then: Callable[[], None]) -> None:
+        """Call ``then`` once the socket has drained below its bound (not if it closes)."""
+        _background(self._drained(then))
+
+    async def _drained(self, then: Callable[[], None]) -> None:
+        while self._open() and not self.writable():
+            try:
+                await self.writer.drain()
+            except ConnectionError:
+                return
+            if not self.writable() and not self.request.protocol.writing_paused:
+                await asyncio.sleep(0.01)  # over the bound but not paused: rare, poll
+        if self._open():
+            then()
+
+    def finish(self, reason: str) -> None:
+        """Send ``closed`` and close: 4410 (1001 when the service is stopping)."""
+        if not self._open():
+            return
+        self.transport.write(ws_frames([orjson.dumps({"type": "closed", "reason": reason})]))
+        code = int(WSCloseCode.GOING_AWAY) if _stopping(self.request) else GONE
+        # Not drained: a subscriber that stopped reading must not hold the close.
+        _background(self.ws.close(code=code, message=reason.encode()[:120], drain=False))
+
+
+_BACKGROUND: set[asyncio.Task[Any]] = set()
+
+
+def _background(coroutine: Coroutine[Any, Any, Any]) -> None:
+    task = asyncio.ensure_future(coroutine)
+    _BACKGROUND.add(task)
+    task.add_done_callback(_BACKGROUND.discard)
 
 
 async def frontiers(request: web.Request) -> web.WebSocketResponse:
-    """Stream frontier changes of a dataflow's inputs, outputs (and operators)."""
+    """Stream frontier changes of a dataflow's inputs, outputs (and operators).
+
+    The handler only reads (so the client's close and pings are seen); the dataflow's feed
+    writes the events (:class:`FrontierSocket`).
+    """
     manager = request.app[MANAGER]
     operators = flag(request, "operators")
     watch = manager.watch(tenant_of(request), request.match_info["id"], operators)
-    ws = await _open(request)
-    reader = asyncio.ensure_future(_drain_incoming(ws))
     try:
-        while not ws.closed:
-            for location, frontier in watch.take():
-                event = {
-                    "type": "frontier",
-                    "location": location,
-                    "frontier": [time_to_json(t) for t in frontier],
-                }
-                await _send(ws, event)
-            if watch.closed is not None:
-                await _send(ws, {"type": "closed", "reason": watch.closed})
-                code = WSCloseCode.GOING_AWAY if _stopping(request) else GONE
-                await _close(ws, code, watch.closed)
-                break
-            await _wait(watch.wake, reader)
-            if reader.done():
-                break
+        ws = web.WebSocketResponse(heartbeat=_heartbeat(), max_msg_size=0)
+        writer = await ws.prepare(request)
+        request.app[SOCKETS].open.add(ws)
+        transport = request.transport
+        if transport is None:  # the client left during the upgrade
+            return ws
+        watch.attach(FrontierSocket(request, ws, writer, transport))
+        async for _message in ws:
+            pass
     finally:
         manager.unwatch(watch)
-        reader.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await reader
     return ws
 
 
+class _EventsSender:
+    """Sends an output subscriber's events: a task only while there is something to send.
+
+    The log sets the subscriber's ``wake`` (and so calls this) when it queues an event or
+    closes the subscriber; an idle subscriber has no task of its own beyond its handler.
+    """
+
+    __slots__ = ("request", "subscriber", "task", "ws")
+
+    def __init__(
+        self, request: web.Request, ws: web.WebSocketResponse, subscriber: Subscriber
+    ) -> None:
+        self.request = request
+        self.ws = ws
+        self.subscriber = subscriber
+        self.task: asyncio.Task[None] | None = None
+
+    def __call__(self) -> None:
+        if self.task is None and not self.ws.closed:
+            self.task = asyncio.ensure_future(self._run())
+            _BACKGROUND.add(self.task)
+            self.task.add_done_callback(_BACKGROUND.discard)
+
+    async def _run(self) -> None:
+        ws, subscriber = self.ws, self.subscriber
+        try:
+            while not ws.closed:
+                for event in subscriber.take():
+                    await _send(ws, event_to_json(event))
+                if subscriber.closed is not None:
+                    await self._closed(subscriber.closed)
+                    return
+                if not subscriber.wake.is_set():
+                    return
+        except ConnectionError:
+            return  # the client is gone; its handler unsubscribes
+        finally:
+            self.task = None
+
+    async def _closed(self, reason: str) -> None:
+        resume = [time_to_json(t) for t in self.subscriber.resume]
+        await _send(self.ws, {"type": "closed", "reason": reason, "resume": resume})
+        if _stopping(self.request):
+            code = int(WSCloseCode.GOING_AWAY)
+        elif reason.startswith("slow consumer"):
+            code = SLOW_CONSUMER
+        else:
+            code = GONE
+        await _close(self.ws, code, orjson.dumps({"resume": resume}).decode())
+
+
 async def output_events(request: web.Request) -> web.WebSocketResponse:
-    """Stream an output's captured events, from a resume point if given."""
+    """Stream an output's captured events, from a resume point if given.
+
+    The handler only reads (so the client's close and pings are seen); events are sent by
+    a task started when there are some (:class:`_EventsSender`).
+    """
     manager = request.app[MANAGER]
     tenant = tenant_of(request)
     log = manager.output(tenant, request.match_info["id"], request.match_info["output"])
@@ -130,31 +283,17 @@ async def output_events(request: web.Request) -> web.WebSocketResponse:
             "(max_subscribers_per_dataflow)"
         )
     subscriber = log.subscribe(start, limit=limits.subscriber_queue_events)
-    ws = await _open(request)
-    reader = asyncio.ensure_future(_drain_incoming(ws))
     try:
-        while not ws.closed:
-            for event in subscriber.take():
-                await _send(ws, event_to_json(event))
-            if subscriber.closed is not None:
-                resume = [time_to_json(t) for t in subscriber.resume]
-                await _send(ws, {"type": "closed", "reason": subscriber.closed, "resume": resume})
-                if _stopping(request):
-                    code = int(WSCloseCode.GOING_AWAY)
-                elif subscriber.closed.startswith("slow consumer"):
-                    code = SLOW_CONSUMER
-                else:
-                    code = GONE
-                await _close(ws, code, orjson.dumps({"resume": resume}).decode())
-                break
-            await _wait(subscriber.wake, reader)
-            if reader.done():
-                break
+        ws = await _open(request)
+        sender = _EventsSender(request, ws, subscriber)
+        subscriber.wake.notify = sender
+        if subscriber.wake.is_set():  # the backlog (or the log was closed already)
+            sender()
+        async for _message in ws:
+            pass
     finally:
+        subscriber.wake.notify = None
         log.unsubscribe(subscriber)
-        reader.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await reader
     return ws
 
 

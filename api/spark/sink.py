@@ -3,17 +3,20 @@
 Every task stages its rows, as Arrow IPC bodies of ``batchSize`` rows, in a transaction of
 its own, named after the writer, the partition and the attempt (and the micro-batch of a
 stream): :func:`~api.spark.options.transaction_name`. Nothing is visible until the
-committer (a fresh process on the driver's side) opens a session on the input and commits
-exactly the successful attempts' transactions in one call, whose idempotency key is the
-writer (and micro-batch), advancing the input past the largest time written in the same
-call. Then it discards every transaction a failed, retried or speculative attempt may have
-left: the names are deterministic, so it finds them without a listing. An abort discards
-them all.
+committer (a fresh process on the driver's side) commits exactly the successful attempts'
+transactions in one call, whose idempotency key is the writer (and micro-batch), advancing
+the input past the largest time written in the same call. The commit names no session (the
+server commits at the input's own time), so a driver that dies mid-commit leaves no session
+behind to hold the input's frontier. Then it discards every transaction a failed, retried or
+speculative attempt may have left: the names are deterministic, so it finds them without a
+listing. An abort discards them all.
 
 A stream's micro-batch replayed after a driver restart commits under the same key: if the
 first run's commit was applied, the server answers it again without applying anything (its
 rows are then before the input's time and cannot even be staged: the tasks report them as
-*late*, and the committer accepts that only when the key was already used).
+*late*, and the committer accepts that only when the key was already used). A replay whose
+attempts staged other transactions is refused with the problem type
+``idempotency-key-reused``, which means the same: it was committed before.
 
 The functions here take plain values (no ``TaskContext``) so they are tested without a JVM;
 the Spark classes at the bottom only gather those values.
@@ -27,7 +30,7 @@ import logging
 import time
 import uuid
 from collections import deque
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from decimal import Decimal
@@ -43,7 +46,7 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-from api.client import Client, FrontierError
+from api.client import IDEMPOTENCY_KEY_REUSED, Client, FrontierError
 from api.spark.options import (
     MAX_SPARK_TIME,
     SinkOptions,
@@ -321,6 +324,22 @@ def write_partition(
 # --------------------------------------------------------------------------- the committer
 
 
+def _attempts(
+    options: SinkOptions,
+    writer: str,
+    messages: Sequence[FrontierCommitMessage | None],
+    batch_id: int | None,
+) -> list[str]:
+    """The transaction of every attempt of these tasks (that may have staged rows)."""
+    return [
+        transaction_name(writer, partition, attempt, batch_id)
+        for partition, message in enumerate(messages)
+        for attempt in swept_attempts(
+            options.max_task_attempts, None if message is None else message.attempt
+        )
+    ]
+
+
 def _sweep(
     client: Client,
     options: SinkOptions,
@@ -330,13 +349,7 @@ def _sweep(
 ) -> int:
     """Discard every transaction any attempt of these tasks may have staged; how many rows."""
     conn = options.connection
-    names = [
-        transaction_name(writer, partition, attempt, batch_id)
-        for partition, message in enumerate(messages)
-        for attempt in swept_attempts(
-            options.max_task_attempts, None if message is None else message.attempt
-        )
-    ]
+    names = _attempts(options, writer, messages, batch_id)
     futures = [
         client.submit(client.aio.abort(conn.dataflow, options.input, name)) for name in names
     ]
@@ -362,8 +375,8 @@ def _advance_to(
 
 
 def _already_committed(error: FrontierError) -> bool:
-    """A 409 for a key used before with other transactions (a replay with other attempts)."""
-    return error.status == 409 and "idempotency key" in str(error.problem.get("detail", ""))
+    """The key was used before with other transactions (a replay with other attempts)."""
+    return error.type == IDEMPOTENCY_KEY_REUSED
 
 
 def commit_writes(
@@ -373,11 +386,16 @@ def commit_writes(
     batch_id: int | None = None,
     batch_time: int | None = None,
 ) -> Any:
-    """Commit the successful attempts' transactions at once, then sweep the leftovers.
+    """Commit the successful attempts' transactions at once, and discard the leftovers.
 
-    One commit call with idempotency key :func:`~api.spark.options.idempotency_key`, which
-    advances the input as ``advanceFrontier`` says; with ``close`` the input is closed after.
-    Returns the commit's ack (``None`` if there was nothing to commit).
+    One session-less commit call (at the input's time) with idempotency key
+    :func:`~api.spark.options.idempotency_key`, which advances the input as
+    ``advanceFrontier`` says (a micro-batch without rows still advances, under its key) and
+    discards every other attempt's transaction in the same call (a replay's too: the server
+    discards them when it answers from the key). Only when no commit was made, or it was
+    refused as a replay of other attempts, are the leftovers aborted one by one. With
+    ``close`` the input is closed after. Returns the commit's ack (``None`` if there was
+    nothing to commit, or it had been applied before).
     """
     conn = options.connection
     done = [m for m in messages if m is not None]
@@ -390,40 +408,40 @@ def commit_writes(
     ack = None
     with _client(options) as client:
         if transactions or advance is not None:
-            session = client.session(conn.dataflow, options.input)
-            try:
-                if advance is not None and type(session.time) is int and session.time >= advance:
-                    advance = None  # the input is already past it
-                if transactions:
-                    ack = _commit(session, transactions, key, advance, late)
-                elif advance is not None:  # nothing written: only the advance
-                    ack = session.advance(advance)
-            finally:
-                try:
-                    session.close()
-                except FrontierError as error:  # pragma: no cover - best effort
-                    log.warning("closing the commit session failed: %s", error)
+            leftovers = _attempts(options, writer, messages, batch_id)
+
+            def commit(names: list[str], key: str, advance: int | None) -> Any:
+                return client.commit(
+                    conn.dataflow, options.input, names, key, advance, discard=leftovers
+                )
+
+            ack = _commit(commit, transactions, key, advance, late)
         if options.advance == "close":
-            client.close_input(conn.dataflow, options.input)
-        try:
-            _sweep(client, options, writer, messages, batch_id)
-        except FrontierError as error:
-            # The rows are committed: a leftover only holds staging space until aborted.
-            log.warning("discarding leftover transactions of %s failed: %s", key, error)
+            client.close_input(conn.dataflow, options.input)  # discards everything staged
+        elif ack is None:
+            try:
+                _sweep(client, options, writer, messages, batch_id)
+            except FrontierError as error:
+                # The rows are committed: a leftover only holds staging space until aborted.
+                log.warning("discarding leftover transactions of %s failed: %s", key, error)
     return ack
 
 
 def _commit(
-    session: Any,
+    commit: Callable[[list[str], str, int | None], Any],
     transactions: list[str],
     key: str,
     advance: int | None,
     late: Sequence[FrontierCommitMessage],
 ) -> Any:
+    """``commit(transactions, key, advance)``, repeated with the same key if the answer is lost.
+
+    A key used before (``idempotency-key-reused``) is a replay: ``None``, nothing applied.
+    """
     try:
         for attempt in range(COMMIT_TRIES):
             try:
-                return session.commit(transactions, key, advance)
+                return commit(transactions, key, advance)
             except (aiohttp.ClientError, TimeoutError) as error:
                 # The answer was lost, not necessarily the commit: the same key is safe.
                 if attempt + 1 == COMMIT_TRIES:

@@ -40,6 +40,9 @@ from api.spark.options import MAX_SPARK_TIME, SourceOptions
 
 log = logging.getLogger("frontier.spark")
 
+COUNT_PAGE = 1000
+"""Times per page when only their record counts are read (the server's most)."""
+
 Offset = int | None
 """An output frontier as the source sees it: the least incomplete (outer) time, or ``None``
 when the output is closed."""
@@ -166,7 +169,7 @@ def output_state(client: Client, options: SourceOptions, probe: bool) -> OutputS
     shape = shape_of(frontier[0]) if frontier else None
     first = None
     if probe or not frontier:
-        page = client.times_page(conn.dataflow, options.output, limit=1)
+        page = client.time_counts_page(conn.dataflow, options.output, limit=1)
         if page["times"]:
             time = page["times"][0]["time"]
             shape = shape_of(time)
@@ -280,7 +283,8 @@ def admit(
 ) -> Offset:
     """The end of a micro-batch from ``start`` of whole times and at most ``most`` records.
 
-    At least one time is admitted (a time larger than ``most`` is read alone).
+    At least one time is admitted (a time larger than ``most`` is read alone). Only the
+    counts are read (``counts=true``), never the records, a page of up to 1000 times at a time.
     """
     conn = options.connection
     counts: dict[int, int] = {}
@@ -289,25 +293,9 @@ def admit(
     lo = at_outer(shape, start)
     hi = None if end is None else at_outer(shape, end)
     while True:
-        if shape is None:
-            page = client.times_arrow_page(
-                conn.dataflow, options.output, lo, hi, options.page_times, cursor
-            )
-            table = pa.ipc.open_stream(page.body).read_all()
-            column = table.column("time").to_pylist() if table.num_rows else []
-            pairs: list[tuple[int, int]] = []
-            for time in column:
-                if pairs and pairs[-1][0] == time:
-                    pairs[-1] = (time, pairs[-1][1] + 1)
-                else:
-                    pairs.append((time, 1))
-            next_cursor = page.next_cursor
-        else:
-            answer = client.times_page(
-                conn.dataflow, options.output, lo, hi, options.page_times, cursor
-            )
-            pairs = [(outer(e["time"]), len(e["records"])) for e in answer["times"]]
-            next_cursor = answer["next_cursor"]
+        answer = client.time_counts_page(conn.dataflow, options.output, lo, hi, COUNT_PAGE, cursor)
+        pairs = [(outer(e["time"]), int(e["count"])) for e in answer["times"]]
+        next_cursor = answer["next_cursor"]
         for time, count in pairs:
             if time not in counts and counts and total + count > most:
                 return time

@@ -42,6 +42,25 @@ class Conflict(ServiceError):
     title = "Conflict"
 
 
+class IdempotencyKeyReused(Conflict):
+    """A commit's idempotency key was already used to commit a different set of transactions.
+
+    A conflict of its own type (``idempotency-key-reused``), so a client can tell it from the
+    other conflicts by ``type`` alone: a replay that named other transactions (for example a
+    Spark micro-batch replayed with other task attempts) was committed before, and nothing
+    of this request was applied. ``idempotency_key`` and ``committed`` (the transactions
+    committed under the key) travel as extension members of the problem.
+    """
+
+    slug = "idempotency-key-reused"
+    title = "Idempotency key reused"
+
+    def __init__(self, detail: str, idempotency_key: str, committed: list[str]) -> None:
+        super().__init__(detail, idempotency_key=idempotency_key, committed=committed)
+        self.idempotency_key = idempotency_key
+        self.committed = committed
+
+
 class Gone(ServiceError):
     """The dataflow (or session) existed but was dropped or closed."""
 

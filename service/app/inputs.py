@@ -10,22 +10,31 @@ A session pushes batches of ``[time, record]`` pairs, each with a sequence numbe
 is checked whole before any record is sent, so it is applied entirely or not at all.
 
 A *transaction* stages records on the server; committing it (through the session that holds
-the capability for their times) sends them all at once and may advance the session in the
-same call; aborting discards them. A commit carries an idempotency key: committing twice
-with the same key applies once and answers the same.
+the capability for their times, or without a session, at the input's own time) sends them
+all at once and may advance in the same call; aborting discards them. A commit carries an
+idempotency key: committing twice with the same key applies once and answers the same. A
+transaction keeps each staging request's batch as it came: pairs, or an Arrow body's
+columns, whose times are checked in bulk and which become Python records only at commit.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, Protocol, TypeAlias, cast
 
 from operators import Capability, OperatorBuilder, OutputPort, Stream
 from operators.capture.event import encode_time
-from service.app.errors import Conflict, Gone, Invalid, LimitExceeded, NotFound
+from service.app.errors import (
+    Conflict,
+    Gone,
+    IdempotencyKeyReused,
+    Invalid,
+    LimitExceeded,
+    NotFound,
+)
 from service.app.settings import Limits
 from service.progress import (
     MAX_TIME,
@@ -73,12 +82,74 @@ class Session:
         return self.capability.time
 
 
+class Columns(Protocol):
+    """Records staged as columns (an Arrow body), with integer times.
+
+    The API layer checks such a body's shape; the input checks its times in bulk against
+    its own (:attr:`least`, then :meth:`first_before` for the message), and turns the
+    records into Python objects once, at commit (:meth:`by_time`).
+    """
+
+    least: int
+    """The earliest time of a record (any value when there are none)."""
+
+    def __len__(self) -> int:
+        """How many records."""
+        ...
+
+    def time_at(self, index: int) -> int:
+        """The time of record ``index``."""
+        ...
+
+    def first_before(self, time: int) -> int:
+        """The index of the first record before ``time`` (there is one: ``least < time``)."""
+        ...
+
+    def by_time(self) -> list[tuple[int, list[Any]]]:
+        """The records grouped by time, each group new and in staging order."""
+        ...
+
+
+Chunk: TypeAlias = "list[tuple[Hashable, Any]] | Columns"
+"""What one staging request added to a transaction."""
+
+
 @dataclass(slots=True)
 class Transaction:
-    """Records staged for an atomic commit."""
+    """Records staged for an atomic commit: each staging request's batch, as it came."""
 
     id: str
-    records: list[tuple[Hashable, Any]] = field(default_factory=list)
+    chunks: list[Chunk] = field(default_factory=list)
+    size: int = 0
+    """How many records the chunks hold."""
+
+
+def _pairs_at_or_after(batch: list[tuple[Hashable, Any]], time: Hashable) -> bool:
+    """Whether every pair of an integer-time batch is at a valid time at or after ``time``.
+
+    Checked in bulk (the loops run in C); ``False`` only means one by one must decide.
+    """
+    if type(time) is not int or not batch:
+        return not batch
+    times = [at for at, _record in batch]
+    if set(map(type, times)) != {int}:  # bools are not times; products take the long way
+        return False
+    ints = cast("list[int]", times)
+    return time <= min(ints) and max(ints) <= MAX_TIME
+
+
+def _by_time(chunk: Chunk) -> list[tuple[Hashable, list[Any]]]:
+    """A chunk's records grouped by time (new lists)."""
+    if not isinstance(chunk, list):
+        return cast("list[tuple[Hashable, list[Any]]]", chunk.by_time())
+    groups: dict[Hashable, list[Any]] = {}
+    for at, record in chunk:
+        records = groups.get(at)
+        if records is None:
+            groups[at] = [record]
+        else:
+            records.append(record)
+    return list(groups.items())
 
 
 class ProducerInput:
@@ -268,27 +339,62 @@ class ProducerInput:
 
     # ----------------------------------------------------------------- transactions
 
-    def stage(self, transaction_id: str, batch: list[tuple[Hashable, Any]]) -> int:
-        """Add records to a transaction (created on first use); returns its size."""
+    def stage(self, transaction_id: str, batch: list[tuple[Hashable, Any]] | Columns) -> int:
+        """Add records to a transaction (created on first use); returns its size.
+
+        ``batch`` is ``(time, record)`` pairs, or :class:`Columns` (an Arrow body), kept as
+        they are: their times are checked in bulk here and the records become Python
+        objects only when committed.
+        """
         base = self._check_open()
         if self._staged + len(batch) > self._limits.max_staged_records_per_input:
             raise LimitExceeded(
                 f"input {self.name!r} would hold more than max_staged_records_per_input "
                 f"({self._limits.max_staged_records_per_input}) staged records"
             )
-        for index, (at, _record) in enumerate(batch):
-            _check(at, f"record {index}", self._minimum, f"/records/{index}/0")
-            if not less_equal(base.time, at):
-                raise Conflict(
-                    f"record {index} is at {at!r}, before input {self.name!r}'s time "
-                    f"{base.time!r}: it could never be committed; nothing was staged"
-                )
+        if isinstance(batch, list):
+            self._check_staged_pairs(batch, base.time)
+        elif len(batch):
+            self._check_staged_columns(batch, base.time)
         transaction = self.transactions.get(transaction_id)
         if transaction is None:
             transaction = self.transactions[transaction_id] = Transaction(transaction_id)
-        transaction.records.extend(batch)
-        self._staged += len(batch)
-        return len(transaction.records)
+        if len(batch):
+            transaction.chunks.append(batch)
+            transaction.size += len(batch)
+            self._staged += len(batch)
+        return transaction.size
+
+    def _check_staged_pairs(self, batch: list[tuple[Hashable, Any]], time: Hashable) -> None:
+        if _pairs_at_or_after(batch, time):
+            return
+        # Something is wrong: find the first offending record, for a precise message.
+        for index, (at, _record) in enumerate(batch):
+            _check(at, f"record {index}", self._minimum, f"/records/{index}/0")
+            if not less_equal(time, at):
+                raise self._refused_stage(index, at, time)
+
+    def _check_staged_columns(self, batch: Columns, time: Hashable) -> None:
+        if type(time) is not int:  # a product domain: integer times are not its times
+            _check(batch.time_at(0), "record 0", self._minimum, "/records/0/0")
+        if batch.least < cast("int", time):
+            index = batch.first_before(cast("int", time))
+            raise self._refused_stage(index, batch.time_at(index), time)
+
+    def _refused_stage(self, index: int, at: Hashable, time: Hashable) -> Conflict:
+        return Conflict(
+            f"record {index} is at {at!r}, before input {self.name!r}'s time {time!r}: it "
+            f"could never be committed; nothing was staged"
+        )
+
+    def staged(self) -> dict[str, int]:
+        """The open transactions and how many records each holds, in the order they began."""
+        return {t.id: t.size for t in self.transactions.values()}
+
+    @property
+    def staged_records(self) -> int:
+        """Records staged in all open transactions (bounded by max_staged_records_per_input)."""
+        return self._staged
 
     def abort(self, transaction_id: str) -> int:
         """Discard a transaction's staged records; returns how many there were (0 if none)."""
@@ -296,53 +402,131 @@ class ProducerInput:
         transaction = self.transactions.pop(transaction_id, None)
         if transaction is None:
             return 0
-        self._staged -= len(transaction.records)
-        return len(transaction.records)
+        self._staged -= transaction.size
+        return transaction.size
 
     def commit(
         self,
-        session_id: str,
+        session_id: str | None,
         transaction_ids: list[str],
         idempotency_key: str,
         advance_to: Hashable | None = None,
+        discard: Iterable[str] = (),
     ) -> Ack:
-        """Make the transactions' records visible at once, then advance the session.
+        """Make the transactions' records visible at once, then advance.
 
         Everything is checked first; on any problem nothing is applied. The same
-        ``idempotency_key`` with the same transactions answers the first commit's ack.
+        ``idempotency_key`` with the same transactions answers the first commit's ack (even
+        once the session that made it is closed); with other transactions it is
+        :class:`IdempotencyKeyReused`. Once the commit is done (now, or before under the
+        key) the ``discard`` transactions are aborted: a producer's leftovers (for example
+        the transactions of failed attempts), cleaned up in the same call.
+
+        With a session, the records must be at or after the session's time and
+        ``advance_to`` (not earlier) advances the session. Without one (``None``) the commit
+        acts as a session opened at the input's time for this call and closed after it: the
+        records must be at or after the input's time, and ``advance_to`` moves the input
+        there when no session is open (an open session holds the input at the meet of the
+        sessions' times); an ``advance_to`` the input is already at or past is satisfied.
         """
-        session = self._session(session_id)
+        base = self._check_open()
         done = self._commits.get(idempotency_key)
         if done is not None:
             if done[0] != tuple(transaction_ids):
-                raise Conflict(
+                raise IdempotencyKeyReused(
                     f"idempotency key {idempotency_key!r} was used to commit "
-                    f"{list(done[0])}, not {transaction_ids}"
+                    f"{list(done[0])}, not {transaction_ids}",
+                    idempotency_key,
+                    list(done[0]),
                 )
+            self._discard(discard)
             return done[1]
+        session = None if session_id is None else self._session(session_id)
         missing = [t for t in transaction_ids if t not in self.transactions]
         if missing:
             raise NotFound(f"no staged transaction {missing[0]!r} on input {self.name!r}")
-        batch = [r for t in transaction_ids for r in self.transactions[t].records]
-        times, records = _columns(batch)
-        self._validate(session, times, "commit")
+        chunks = [c for t in transaction_ids for c in self.transactions[t].chunks]
+        if session is not None:
+            time = session.time
+            self._check_commit(chunks, time, f"the session's time {time!r}")
+        else:
+            time = base.time
+            self._check_commit(chunks, time, f"input {self.name!r}'s time {time!r}")
         if advance_to is not None:
             _check(advance_to, like=self._minimum, pointer="/advance_to")
-            if not less_equal(session.time, advance_to):
+            if session is None and less_equal(advance_to, time):
+                advance_to = None  # the input is there already
+            elif not less_equal(time, advance_to):
+                held = "session" if session is not None else f"input {self.name!r}"
                 raise Conflict(
-                    f"cannot advance the session from {session.time!r} to the earlier "
-                    f"{advance_to!r}; nothing was committed"
+                    f"cannot advance the {held} from {time!r} to the earlier {advance_to!r}; "
+                    f"nothing was committed"
                 )
-        self._send(times, records)
+        applied = self._send_staged(chunks)
         for t in transaction_ids:
-            self._staged -= len(self.transactions.pop(t).records)
+            self._staged -= self.transactions.pop(t).size
         if advance_to is not None:
-            self._advance(session, advance_to, "/advance_to")
-        ack = self._ack(session, None, len(batch))
+            if session is not None:
+                self._advance(session, advance_to, "/advance_to")
+            elif not self.sessions:
+                base.downgrade(advance_to)
+        ack = self._ack(session, None, applied)
         self._commits[idempotency_key] = (tuple(transaction_ids), ack)
         while len(self._commits) > self._limits.idempotency_keys_kept:
             self._commits.popitem(last=False)
+        self._discard(discard)
         return ack
+
+    def _discard(self, transaction_ids: Iterable[str]) -> None:
+        for t in transaction_ids:
+            transaction = self.transactions.pop(t, None)
+            if transaction is not None:
+                self._staged -= transaction.size
+
+    def _check_commit(self, chunks: list[Chunk], time: Hashable, what: str) -> None:
+        """Every staged record is at or after ``time``; else a precise :class:`Conflict`.
+
+        Their times were checked when staged; the common case is checked in bulk.
+        """
+        offset = 0
+        for chunk in chunks:
+            index: int | None = None
+            if isinstance(chunk, list):
+                if not _pairs_at_or_after(chunk, time):
+                    index = next(
+                        (i for i, (at, _r) in enumerate(chunk) if not less_equal(time, at)), None
+                    )
+            elif type(time) is int and chunk.least < time:
+                index = chunk.first_before(time)
+            if index is not None:
+                at = chunk[index][0] if isinstance(chunk, list) else chunk.time_at(index)
+                raise Conflict(
+                    f"record {offset + index} is at {at!r}, before {what}: the commit was "
+                    f"refused and nothing of it applied"
+                )
+            offset += len(chunk)
+
+    def _send_staged(self, chunks: list[Chunk]) -> int:
+        """Send the records of ``chunks`` with one batch per distinct time; how many."""
+        groups: dict[Hashable, list[Any]] = {}
+        count = 0
+        for chunk in chunks:
+            count += len(chunk)
+            for at, records in _by_time(chunk):
+                have = groups.get(at)
+                if have is None:
+                    groups[at] = records
+                else:
+                    have.extend(records)
+        if not count:
+            return 0
+        output = self._output
+        for at, records in groups.items():
+            # The input's capability is at or before ``at``: checked by _check_commit.
+            output.send_at(at, records)
+        output.operator.touch()
+        self.records_in += count
+        return count
 
     # ----------------------------------------------------------------- closing
 

@@ -18,11 +18,15 @@ import importlib
 import time as wallclock
 import uuid
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import metadata
-from typing import Any
+from typing import Any, Protocol
+
+import orjson
 
 from operators import Stream, Worker
+from operators.capture.event import encode_time
 from operators.graph import (
     BuiltGraph,
     GraphError,
@@ -92,7 +96,7 @@ class DataflowManager:
         self._stopping = False
         self._failure: BaseException | None = None
         self._after_scheduled = False
-        self.frontier_watchers: dict[str, list[FrontierWatch]] = {}
+        self.frontier_watchers: dict[str, FrontierFeed] = {}
         self._dropped: OrderedDict[str, str] = OrderedDict()
         """Recently dropped dataflows (id -> tenant), so their clients get 410, not 404."""
 
@@ -139,12 +143,22 @@ class DataflowManager:
                 current = asyncio.current_task()
                 if current is not None and current.cancelling():
                     raise
+            except Exception:  # the engine failed earlier: kept in self.failure
+                pass
         self._tasks.clear()
+        self._fail_pending("the service stopped")
 
     @property
     def running(self) -> bool:
         """Whether the workers are running."""
         return bool(self._tasks) and not self._stopping and self._failure is None
+
+    @property
+    def failure(self) -> str | None:
+        """Why the workers stopped, if an error in the engine stopped them (else ``None``)."""
+        if self._failure is None:
+            return None
+        return f"{type(self._failure).__name__}: {self._failure}"
 
     async def _run(self, worker: Worker, sequencer: Sequencer[tuple[str, str, int]]) -> None:
         try:
@@ -162,7 +176,15 @@ class DataflowManager:
             raise
         except BaseException as error:  # a bug in the engine: fail every request clearly
             self._failure = error
+            self._fail_pending(f"the service stopped: {self.failure}")
             raise
+
+    def _fail_pending(self, reason: str) -> None:
+        """Answer every request still waiting for its command to be applied everywhere."""
+        for record in self.dataflows.values():
+            ready = record.ready
+            if ready is not None and not ready.done():
+                ready.set_exception(Gone(reason))
 
     # ----------------------------------------------------------------- commands
 
@@ -377,49 +399,73 @@ class DataflowManager:
         return result
 
     def frontiers(self, record: DataflowRecord, operators: bool = False) -> dict[str, list[Any]]:
-        """The current frontier of each input and output (and operator output, on request)."""
+        """The current frontier of each input and output (and operator output, on request).
+
+        Only frontiers: unlike :meth:`operator_frontiers`, no record counts (this runs after
+        every step of the workers while the dataflow has frontier subscribers).
+        """
         result: dict[str, list[Any]] = {}
         for name, producer in record.inputs.items():
             result[f"input:{name}"] = producer.frontier()
         for name, log in record.outputs.items():
             result[f"output:{name}"] = sorted_times(log.frontier())
         if operators:
-            for node, entry in self.operator_frontiers(record).items():
-                for port, output in enumerate(entry["outputs"]):
-                    result[f"operator:{node}:{port}"] = output["frontier"]
+            first = record.built.get(0)
+            if first is not None:
+                for node, streams in first.streams.items():
+                    for port, stream in enumerate(streams):
+                        subgraph = stream.scope.builder.subgraph
+                        result[f"operator:{node}:{port}"] = (
+                            []
+                            if subgraph is None
+                            else sorted_times(subgraph.frontier(stream.source))
+                        )
         return result
 
     def watch(self, tenant: str, dataflow_id: str, operators: bool = False) -> FrontierWatch:
-        """Follow a dataflow's frontiers; the watch coalesces to the latest per location."""
+        """Follow a dataflow's frontiers; the watch coalesces to the latest per location.
+
+        The watch starts with the current frontiers. It is read with
+        :meth:`FrontierWatch.take`, or given a :class:`FrontierSink` with
+        :meth:`FrontierWatch.attach`, to which every change is then written as it happens.
+        """
         record = self.get(tenant, dataflow_id)
-        watchers = self.frontier_watchers.setdefault(record.id, [])
-        if len(watchers) >= self.limits.max_subscribers_per_dataflow:
+        feed = self.frontier_watchers.get(record.id)
+        if feed is None:
+            feed = self.frontier_watchers[record.id] = FrontierFeed(record.id)
+        if len(feed) >= self.limits.max_subscribers_per_dataflow:
             raise LimitExceeded(
-                f"dataflow {dataflow_id!r} has {len(watchers)} frontier subscribers, the limit "
+                f"dataflow {dataflow_id!r} has {len(feed)} frontier subscribers, the limit "
                 "(max_subscribers_per_dataflow)"
             )
-        watch = FrontierWatch(record.id, operators)
-        watch.update(self.frontiers(record, operators))
-        watchers.append(watch)
+        # Bring the feed up to date first (existing watches get any change as usual), so the
+        # new watch starts from the frontiers as they are now.
+        feed.publish(self.frontiers(record, operators or feed.operator_watches > 0))
+        watch = FrontierWatch(feed, operators)
+        feed.append(watch)
+        if operators:
+            feed.operator_watches += 1
+        if record.status == "failed":
+            watch.close(f"the dataflow failed: {record.error}")
         return watch
 
     def unwatch(self, watch: FrontierWatch) -> None:
-        """Stop a frontier watch."""
-        watchers = self.frontier_watchers.get(watch.dataflow_id, [])
-        if watch in watchers:
-            watchers.remove(watch)
+        """Stop a frontier watch (nothing more is written to its sink)."""
+        watch.sink = None
+        feed = self.frontier_watchers.get(watch.dataflow_id)
+        if feed is not None and watch in feed:
+            feed.remove(watch)
+            if watch.operators:
+                feed.operator_watches -= 1
 
     def _after_step(self) -> None:
         """After workers stepped: report frontier changes, notice completed dataflows."""
         self._after_scheduled = False
-        for dataflow_id, watchers in list(self.frontier_watchers.items()):
+        for dataflow_id, feed in self.frontier_watchers.items():
             record = self.dataflows.get(dataflow_id)
-            if record is None or not watchers:
+            if record is None or not feed:
                 continue
-            plain = self.frontiers(record, False)
-            full = self.frontiers(record, True) if any(w.operators for w in watchers) else plain
-            for watch in watchers:
-                watch.update(full if watch.operators else plain)
+            feed.publish(self.frontiers(record, feed.operator_watches > 0))
         for record in self.dataflows.values():
             if (
                 record.status == "running"
@@ -455,35 +501,246 @@ def load_operator_plugins(modules: tuple[str, ...]) -> list[str]:
 _LOADED_PLUGINS: set[str] = set()
 
 
-class FrontierWatch:
-    """A subscriber to a dataflow's frontiers: the latest antichain per location, in order."""
+class FrontierSink(Protocol):
+    """Where a watch writes its events as they happen (a WebSocket, in :mod:`api`).
 
-    def __init__(self, dataflow_id: str, operators: bool) -> None:
+    Everything is called on the event loop, synchronously: a change is written to every
+    sink from the one callback that noticed it, with no task per subscriber.
+    """
+
+    @staticmethod
+    def encode(payloads: list[bytes]) -> bytes:
+        """The wire form of these events (each one JSON document), to write at once.
+
+        The same function for every sink of a kind: a batch is encoded once and written to
+        all of them.
+        """
+        ...
+
+    def writable(self) -> bool:
+        """Whether more may be written now (the sink's write buffer is under its bound)."""
+        ...
+
+    def write(self, data: bytes) -> None:
+        """Write encoded events (never blocks; a closed sink drops them)."""
+        ...
+
+    def when_writable(self, then: Callable[[], None]) -> None:
+        """Call ``then()`` once the sink is writable again (it is not now)."""
+        ...
+
+    def finish(self, reason: str) -> None:
+        """Send the final event for ``reason`` and close."""
+        ...
+
+
+class _Location:
+    """One location's latest frontier, its encoded event, and when it last changed."""
+
+    __slots__ = ("frontier", "location", "operator", "payload", "seq")
+
+    def __init__(self, location: str) -> None:
+        self.location = location
+        self.operator = location.startswith("operator:")
+        self.frontier: list[Any] = []
+        self.payload = b""
+        self.seq = 0
+
+
+class FrontierFeed(list["FrontierWatch"]):
+    """A dataflow's frontier watches, and the frontiers they are fed from.
+
+    Each change of a location's frontier gets the next sequence number and is encoded once
+    (``{"type": "frontier", ...}`` as JSON); every watch remembers the sequence number up
+    to which it has been given everything. What a watch has not been given is then the
+    latest change of each location changed since, in the order of those changes: coalesced
+    (a location at most once, at its latest frontier, so never backwards) and bounded by
+    the number of locations, with nothing held per watch.
+    """
+
+    __slots__ = ("by_change", "dataflow_id", "locations", "operator_watches", "seq")
+
+    def __init__(self, dataflow_id: str) -> None:
+        super().__init__()
         self.dataflow_id = dataflow_id
-        self.operators = operators
-        self._last: dict[str, list[Any]] = {}
-        self._pending: dict[str, list[Any]] = {}
-        self.wake = asyncio.Event()
-        self.closed: str | None = None
+        self.locations: dict[str, _Location] = {}
+        """Every location, in the order first seen (inputs, outputs, operators)."""
+        self.by_change: dict[str, _Location] = {}
+        """The same, least recently changed first."""
+        self.seq = 0
+        self.operator_watches = 0
 
-    def update(self, frontiers: dict[str, list[Any]]) -> None:
-        """Note the current frontiers; only changed locations are queued (coalesced)."""
-        for location, frontier in frontiers.items():
-            if self._last.get(location) != frontier:
-                self._last[location] = frontier
-                # Re-inserting moves the location to the end: events stay in change order.
-                self._pending.pop(location, None)
-                self._pending[location] = frontier
-                self.wake.set()
+    def publish(self, frontiers: dict[str, list[Any]]) -> None:
+        """Note the current frontiers and give every watch the changes."""
+        before = self.seq
+        locations = self.locations
+        by_change = self.by_change
+        for name, frontier in frontiers.items():
+            location = locations.get(name)
+            if location is None:
+                location = locations[name] = _Location(name)
+            elif location.frontier == frontier:
+                continue
+            self.seq += 1
+            location.frontier = frontier
+            location.seq = self.seq
+            location.payload = orjson.dumps(
+                {
+                    "type": "frontier",
+                    "location": name,
+                    "frontier": [encode_time(t) for t in frontier],
+                }
+            )
+            by_change.pop(name, None)
+            by_change[name] = location
+        if self.seq == before or not self:
+            return
+        batches: dict[tuple[Any, bool], bytes] = {}
+        for watch in self:
+            watch._changed(before, batches)
+
+    def since(self, seq: int, operators: bool) -> list[_Location]:
+        """The locations changed after ``seq``, least recently changed first."""
+        changed: list[_Location] = []
+        for location in reversed(self.by_change.values()):
+            if location.seq <= seq:
+                break
+            if operators or not location.operator:
+                changed.append(location)
+        changed.reverse()
+        return changed
+
+
+class FrontierWatch:
+    """A subscriber to a dataflow's frontiers: the latest antichain per location, in order.
+
+    Read it with :meth:`take` (``wake`` is set while there is something to take), or
+    :meth:`attach` a sink: every change is then written to the sink from the callback that
+    noticed it. A sink over its bound is written nothing more until it is writable again;
+    then it gets what it missed, coalesced (see :class:`FrontierFeed`).
+    """
+
+    __slots__ = ("_wake", "closed", "fed", "feed", "fresh", "operators", "sink", "waiting")
+
+    def __init__(self, feed: FrontierFeed, operators: bool) -> None:
+        self.feed = feed
+        self.operators = operators
+        self.fed = feed.seq
+        """Every change up to this sequence number has been given."""
+        self.fresh = True
+        """The current frontiers (as of ``fed``) have not been given yet."""
+        self.sink: FrontierSink | None = None
+        self.waiting = False
+        """The sink was over its bound: it is caught up when it is writable again."""
+        self.closed: str | None = None
+        self._wake: asyncio.Event | None = None
+
+    @property
+    def dataflow_id(self) -> str:
+        """The dataflow watched."""
+        return self.feed.dataflow_id
+
+    @property
+    def wake(self) -> asyncio.Event:
+        """Set while there are changes to take or the watch is closed (pull mode)."""
+        if self._wake is None:
+            self._wake = asyncio.Event()
+            if self.closed is not None or self._pending():
+                self._wake.set()
+        return self._wake
+
+    def _pending(self) -> list[_Location]:
+        feed = self.feed
+        changed = feed.since(self.fed, self.operators)
+        if not self.fresh:
+            return changed
+        current = [
+            location
+            for location in feed.locations.values()
+            if location.seq <= self.fed and (self.operators or not location.operator)
+        ]
+        return current + changed
+
+    def _given(self) -> list[_Location]:
+        pending = self._pending()
+        self.fed = self.feed.seq
+        self.fresh = False
+        return pending
 
     def take(self) -> list[tuple[str, list[Any]]]:
         """The changes not yet taken, oldest first (one per location: the latest)."""
-        events = list(self._pending.items())
-        self._pending.clear()
-        self.wake.clear()
-        return events
+        if self._wake is not None:
+            self._wake.clear()
+        return [(location.location, location.frontier) for location in self._given()]
+
+    def attach(self, sink: FrontierSink) -> None:
+        """Write everything not yet taken to ``sink``, then every change as it happens."""
+        self.sink = sink
+        if self.closed is not None:
+            self._finish(self.closed)
+        else:
+            self._catch_up()
 
     def close(self, reason: str) -> None:
-        """End the watch with a reason."""
+        """End the watch with a reason (a sink gets what it has not had, then the reason)."""
+        if self.closed is not None:
+            return
         self.closed = reason
-        self.wake.set()
+        if self.sink is not None:
+            self._finish(reason)
+        elif self._wake is not None:
+            self._wake.set()
+
+    def _finish(self, reason: str) -> None:
+        sink = self.sink
+        assert sink is not None
+        # Bounded (one event per location) whatever the sink's buffer holds.
+        pending = self._given()
+        if pending:
+            sink.write(sink.encode([location.payload for location in pending]))
+        sink.finish(reason)
+
+    def _changed(self, before: int, batches: dict[tuple[Any, bool], bytes]) -> None:
+        """The feed moved from ``before`` on: write the changes (or note them)."""
+        sink = self.sink
+        if sink is None:
+            if self._wake is not None and self.closed is None and self._pending():
+                self._wake.set()
+            return
+        if self.waiting or self.closed is not None:
+            return
+        if not sink.writable():
+            self.waiting = True
+            sink.when_writable(self._writable)
+            return
+        if self.fed != before or self.fresh:
+            self._catch_up()
+            return
+        # Up to date until now, like (nearly) every watch: the batch is encoded once.
+        key = (sink.encode, self.operators)
+        data = batches.get(key)
+        if data is None:
+            changed = self.feed.since(before, self.operators)
+            data = sink.encode([location.payload for location in changed]) if changed else b""
+            batches[key] = data
+        self.fed = self.feed.seq
+        if data:
+            sink.write(data)
+
+    def _catch_up(self) -> None:
+        sink = self.sink
+        assert sink is not None
+        pending = self._given()
+        if pending:
+            sink.write(sink.encode([location.payload for location in pending]))
+
+    def _writable(self) -> None:
+        self.waiting = False
+        sink = self.sink
+        if sink is None or self.closed is not None:
+            return
+        if sink.writable():
+            self._catch_up()
+        else:
+            self.waiting = True
+            sink.when_writable(self._writable)

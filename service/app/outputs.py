@@ -15,9 +15,7 @@ seen everything), never allowed to hold memory without bound.
 
 from __future__ import annotations
 
-import asyncio
-from collections import deque
-from collections.abc import Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,12 +24,42 @@ from service.app.errors import Invalid
 from service.progress import Antichain, MutableAntichain, less_equal, same_domain
 
 
+class Wake:
+    """Set while a subscriber has something to take (or was closed).
+
+    ``asyncio.Event``'s ``set``/``clear``/``is_set`` without its queue of waiters, and with
+    ``notify``, called when it becomes set: an idle subscriber costs no task or future, its
+    socket is written on demand.
+    """
+
+    __slots__ = ("_set", "notify")
+
+    def __init__(self) -> None:
+        self._set = False
+        self.notify: Callable[[], None] | None = None
+
+    def is_set(self) -> bool:
+        """Whether it is set."""
+        return self._set
+
+    def set(self) -> None:
+        """Set it; ``notify()`` if it was not set."""
+        if not self._set:
+            self._set = True
+            if self.notify is not None:
+                self.notify()
+
+    def clear(self) -> None:
+        """Clear it."""
+        self._set = False
+
+
 @dataclass(slots=True)
 class Subscriber:
     """One reader of an output's events, with a bounded queue."""
 
-    queue: deque[Messages | Progress] = field(default_factory=deque)
-    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    queue: list[Messages | Progress] = field(default_factory=list)
+    wake: Wake = field(default_factory=Wake)
     limit: int = 1000
     closed: str | None = None
     """Why the log closed this subscriber (``None`` while open)."""
@@ -53,8 +81,8 @@ class Subscriber:
 
     def take(self) -> list[Messages | Progress]:
         """Everything queued, in order."""
-        events = list(self.queue)
-        self.queue.clear()
+        events = self.queue
+        self.queue = []
         self.wake.clear()
         for event in events:
             if isinstance(event, Progress):
@@ -190,6 +218,10 @@ class OutputLog:
     def records_at(self, time: Hashable) -> list[Any]:
         """The retained records at ``time`` (empty if none or forgotten)."""
         return list(self._times.get(time, ()))
+
+    def count_at(self, time: Hashable) -> int:
+        """How many records are retained at ``time`` (0 if none or forgotten)."""
+        return len(self._times.get(time, ()))
 
     def matches(self, time: Hashable) -> bool:
         """Whether ``time`` belongs to this output's time domain."""

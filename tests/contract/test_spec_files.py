@@ -41,7 +41,7 @@ SCHEMAS = ROOT / "schemas"
 SCHEMA_FILES = sorted(SCHEMAS.glob("*.json"))
 API_MD = ROOT / "docs" / "api.md"
 
-PROBLEM_STATUSES = {400, 401, 403, 404, 409, 410, 413, 415, 422, 429}
+PROBLEM_STATUSES = {400, 401, 403, 404, 406, 409, 410, 413, 415, 422, 429}
 METHODS = ("get", "put", "post", "delete", "patch", "head", "options", "trace")
 JSON_SCHEMA_2020_12 = "https://json-schema.org/draft/2020-12/schema"
 SCHEMA_FORMAT = "application/schema+json;version=2020-12"
@@ -197,7 +197,7 @@ def documented_close_codes() -> set[str]:
 
 def test_docs_tables_parse() -> None:
     # The parsers above are only as good as their hold on the tables: pin the counts.
-    assert len(documented_routes()) == 19
+    assert len(documented_routes()) == 21
     assert len(documented_channels()) == 3
     assert {"1000", "1001", "4400", "4408", "4429"} <= documented_close_codes()
 
@@ -272,7 +272,8 @@ def test_every_error_response_is_a_problem() -> None:
     spec = load(OPENAPI)
     for method, path, op, _params in operations():
         for code, response in op["responses"].items():
-            if not code.isdigit() or int(code) < 400 or path in ("/readyz",):
+            # The probes' 503s are health documents for orchestrators, not client errors.
+            if not code.isdigit() or int(code) < 400 or path in ("/readyz", "/healthz"):
                 continue
             response = deref(OPENAPI, response)
             content = response["content"]
@@ -319,6 +320,9 @@ def test_openapi_names_the_required_components() -> None:
         "Push",
         "Advance",
         "Commit",
+        "InputCommit",
+        "Input",
+        "OutputTimeCounts",
         "Stage",
     ):
         assert name in schemas, name
@@ -552,6 +556,7 @@ BODIES: dict[str, tuple[type[BaseModel] | TypeAdapter[Any], Path, Pointer]] = {
     "pushRecords": (models.Push, SCHEMAS / "push.json", ()),
     "advanceSession": (models.Advance, SCHEMAS / "advance.json", ()),
     "commitTransactions": (models.Commit, OPENAPI, (*COMPONENTS, "Commit")),
+    "commitInputTransactions": (models.InputCommit, OPENAPI, (*COMPONENTS, "InputCommit")),
     "stageRecords": (models.Stage, OPENAPI, (*COMPONENTS, "Stage")),
     "commitConsumer": (models.ConsumerCommit, OPENAPI, (*COMPONENTS, "ConsumerCommit")),
     "clientFrame": (models.ClientFrame, SCHEMAS / "client_frame.json", ()),
@@ -617,6 +622,21 @@ AGREEMENT: list[tuple[str, Any]] = [
     ("commitTransactions", {"transactions": ["a"]}),
     ("commitTransactions", {"transactions": [1], "idempotency_key": "k"}),
     ("commitTransactions", {"transactions": ["a"], "idempotency_key": "k", "advance_to": "1"}),
+    ("commitTransactions", {"transactions": ["a"], "idempotency_key": "k", "discard": ["b"]}),
+    ("commitTransactions", {"transactions": ["a"], "idempotency_key": "k", "discard": []}),
+    ("commitTransactions", {"transactions": ["a"], "idempotency_key": "k", "discard": [""]}),
+    ("commitTransactions", {"transactions": ["a"], "idempotency_key": "k", "discard": "b"}),
+    ("commitInputTransactions", {"transactions": [], "idempotency_key": "k"}),
+    ("commitInputTransactions", {"transactions": [], "idempotency_key": "k", "advance_to": 3}),
+    (
+        "commitInputTransactions",
+        {"transactions": ["a"], "idempotency_key": "k", "advance_to": [1, 0], "discard": ["a"]},
+    ),
+    ("commitInputTransactions", {"transactions": ["a", "a"], "idempotency_key": "k"}),
+    ("commitInputTransactions", {"transactions": [], "idempotency_key": ""}),
+    ("commitInputTransactions", {"transactions": []}),
+    ("commitInputTransactions", {"transactions": [], "idempotency_key": "k", "session": "s"}),
+    ("commitInputTransactions", {"transactions": ["b" * 201], "idempotency_key": "k"}),
     ("stageRecords", {"records": [[0, "a"]]}),
     ("stageRecords", {"records": []}),
     ("stageRecords", {"records": [[0, "a"]], "seq": 1}),
@@ -694,7 +714,11 @@ def test_service_errors_are_specified_problems() -> None:
     import api.server.problems  # noqa: F401 - the API's own errors are service errors too
 
     problem = validator_at(OPENAPI, (*COMPONENTS, "Problem"))
-    kinds = [errors.ServiceError, *errors.ServiceError.__subclasses__()]
+    kinds = [errors.ServiceError]
+    for kind in kinds:  # every subclass, at any depth (grows while it is walked)
+        kinds.extend(k for k in kind.__subclasses__() if k not in kinds)
+    slugs = {k.slug for k in kinds}
+    assert {"idempotency-key-reused", "not-acceptable", "unsupported-media-type"} <= slugs
     for kind in kinds:
         document = {
             "type": f"https://frontier.dev/problems/{kind.slug}",

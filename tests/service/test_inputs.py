@@ -23,6 +23,7 @@ from service.app import (
     NotFound,
     Settings,
 )
+from service.app.errors import IdempotencyKeyReused
 from service.app.inputs import Ack, ProducerInput, meet
 from service.app.outputs import OutputLog
 from service.progress import Product
@@ -500,12 +501,14 @@ async def test_commit_twice_with_one_key_applies_once(start: Start, workers: int
     x.stage("t1", [(3, "again")])  # the same transaction id, staged anew
     assert x.commit(s1.id, ["t1"], "key") is first
     assert x.commit(s1.id, ["t1"], "key", advance_to=7) is first
-    assert (x.records_in, s1.time, len(x.transactions["t1"].records)) == (2, 2, 1)
-    with pytest.raises(Conflict) as caught:
+    assert (x.records_in, s1.time, x.staged()) == (2, 2, {"t1": 1})
+    with pytest.raises(IdempotencyKeyReused) as caught:
         x.commit(s1.id, ["t1", "t2"], "key")
-    assert (
-        caught.value.detail == "idempotency key 'key' was used to commit ['t1'], not ['t1', 't2']"
+    assert caught.value.detail == (
+        "idempotency key 'key' was used to commit ['t1'], not ['t1', 't2']"
     )
+    assert (caught.value.status, caught.value.slug) == (409, "idempotency-key-reused")
+    assert caught.value.extra == {"idempotency_key": "key", "committed": ["t1"]}
     x.advance(s1.id, 4)
     await frontier_is(log, [4])
     assert output(log) == {1: ["a", "b"]}
@@ -526,7 +529,7 @@ async def test_commit_before_the_session_time_applies_nothing(start: Start) -> N
         "it applied"
     )
     assert (x.records_in, s1.time) == (0, 2)
-    assert {t: tx.records for t, tx in x.transactions.items()} == {
+    assert {t: [r for c in tx.chunks for r in c] for t, tx in x.transactions.items()} == {
         "t1": [(2, "a")],
         "t2": [(3, "b"), (1, "c")],
     }

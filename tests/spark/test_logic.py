@@ -30,6 +30,7 @@ from api.spark.sink import (
     FrontierStreamWriter,
     FrontierWriter,
     SinkError,
+    _already_committed,
     _commit,
     abort_writes,
     bodies,
@@ -526,10 +527,10 @@ def test_a_commit_whose_answer_is_lost_is_repeated_with_the_same_key(
 ) -> None:
     monkeypatch.setattr("api.spark.sink.COMMIT_BACKOFF", 0.0)
     session = FlakySession(failures=1)
-    assert _commit(session, ["t1"], "k", 5, []) == {"applied": 1}
+    assert _commit(session.commit, ["t1"], "k", 5, []) == {"applied": 1}
     assert session.calls == [(("t1",), "k", 5)] * 2
     with pytest.raises(aiohttp.ClientConnectionError):
-        _commit(FlakySession(failures=3), ["t1"], "k", 5, [])
+        _commit(FlakySession(failures=3).commit, ["t1"], "k", 5, [])
 
 
 def test_the_writer_travels_pickled_with_its_id() -> None:
@@ -539,3 +540,60 @@ def test_the_writer_travels_pickled_with_its_id() -> None:
     assert FrontierWriter(sink("http://x", "d", time="0")).writer != writer.writer
     message = FrontierCommitMessage(3, 1, "spark.w.p3.a1", 10, 7)
     assert pickle.loads(pickle.dumps(message)) == message
+
+
+# --------------------------------------------------------------------------- issue 6 follow-ups
+
+
+def test_a_replay_is_recognised_by_the_problem_type_not_the_message() -> None:
+    reused = {
+        "type": "https://frontier.dev/problems/idempotency-key-reused",
+        "status": 409,
+        "detail": "anything at all",
+    }
+    look_alike = {
+        "type": "https://frontier.dev/problems/conflict",
+        "status": 409,
+        "detail": "idempotency key 'k' was used to commit ['a'], not ['b']",
+    }
+    assert _already_committed(FrontierError(409, reused))
+    assert not _already_committed(FrontierError(409, look_alike))
+
+
+def test_a_commit_leaves_no_session_and_no_transaction_behind(client: Client, server: str) -> None:
+    dataflow = client.create_dataflow(COUNTS)["id"]
+    options = sink(server, dataflow, timeColumn="t")
+    writer = "w" + uuid.uuid4().hex
+    write_partition(options, writer, 0, 0, [batch([0] * 4, ["lost"] * 4)])  # a failed attempt
+    retried = write_partition(options, writer, 0, 1, [batch([0, 1], ["a", "b"])])
+    described = client.input(dataflow, "rows")
+    assert (described["staged"], [t["staged"] for t in described["transactions"]]) == (6, [4, 2])
+    ack = commit_writes(options, writer, [retried])
+    assert ack == {"seq": None, "session_time": None, "input_frontier": [2], "applied": 2}
+    described = client.input(dataflow, "rows")
+    assert (described["sessions"], described["transactions"], described["staged"]) == ([], [], 0)
+    # The driver restarted and commits the job again: acknowledged, not applied twice.
+    assert commit_writes(options, writer, [retried]) == ack
+    wait_for(lambda: frontier(client, dataflow) == [2])
+    assert counts(client, dataflow) == {0: {"a": 1}, 1: {"b": 1}}
+
+
+def test_max_records_per_trigger_plans_from_counts_only(
+    client: Client, server: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    dataflow = client.create_dataflow(IDENTITY)["id"]
+    session = push_times(client, dataflow, {t: list(range(t + 1)) for t in range(4)}, 4)
+    wait_for(lambda: frontier(client, dataflow) == [4])
+    reader = FrontierStreamReader(source(server, dataflow), PLAIN)
+    start = reader.initialOffset()
+
+    def no_records(*_args: Any, **_kwargs: Any) -> Any:
+        raise AssertionError("planning read records")
+
+    monkeypatch.setattr(Client, "times_arrow_page", no_records)
+    monkeypatch.setattr(Client, "times_page", no_records)
+    # 1, 2, 3 and 4 records at times 0 to 3: whole times up to the limit
+    assert reader.latestOffset(start, ReadMaxRows(3)) == {"frontier": 2}
+    assert reader.latestOffset(start, ReadMaxRows(6)) == {"frontier": 3}
+    assert reader.latestOffset({"frontier": 3}, ReadMaxRows(1)) == {"frontier": 4}
+    session.close()
