@@ -231,9 +231,17 @@ class AsyncClient:
             f"/v1/dataflows/{dataflow}/frontiers", {"operators": str(operators).lower()}
         )
 
-    def events(self, dataflow: str, output: str, start: Any = None) -> AsyncIterator[Any]:
-        """An output's capture events (from ``start`` if given), as they happen."""
+    def events(
+        self, dataflow: str, output: str, start: Any = None, *, frontier: list[Any] | None = None
+    ) -> AsyncIterator[Any]:
+        """An output's capture events, as they happen.
+
+        From ``start`` (a time) or ``frontier`` (e.g. the ``resume`` of a closed
+        subscription) if given: only retained records at those times or later are replayed.
+        """
         params = {} if start is None else {"from": orjson.dumps(start).decode()}
+        if frontier is not None:
+            params["frontier"] = orjson.dumps(frontier).decode()
         return self._stream(f"/v1/dataflows/{dataflow}/outputs/{output}/events", params)
 
     # ----------------------------------------------------------------- Arrow bodies, consumers

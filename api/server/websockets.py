@@ -53,6 +53,29 @@ def _query_time(request: web.Request, name: str) -> Any:
         ) from None
 
 
+def _resume_point(request: web.Request) -> list[Any] | None:
+    """Where an output subscription starts: ``from`` (a time) or ``frontier`` (an antichain).
+
+    A closed subscription's ``resume`` is a frontier; with partially ordered times it may
+    have several elements, and only all of them together say where the subscriber stopped.
+    """
+    start = _query_time(request, "from")
+    raw = request.query.get("frontier")
+    if raw is None:
+        return None if start is None else [start]
+    if start is not None:
+        raise BadRequest("give from (a time) or frontier (an array of times), not both")
+    try:
+        elements = orjson.loads(raw)
+        if type(elements) is not list:
+            raise TypeError("not an array")
+        return [time_from_json(element) for element in elements]
+    except (orjson.JSONDecodeError, ValueError, TypeError):
+        raise BadRequest(
+            f"frontier must be a JSON array of times (integers or [outer, inner]), not {raw!r}"
+        ) from None
+
+
 async def _open(request: web.Request) -> web.WebSocketResponse:
     # Frame size is checked by the handlers, so an oversize frame gets our close code (4413)
     # rather than aiohttp's generic one.
@@ -269,11 +292,14 @@ async def output_events(request: web.Request) -> web.WebSocketResponse:
     manager = request.app[MANAGER]
     tenant = tenant_of(request)
     log = manager.output(tenant, request.match_info["id"], request.match_info["output"])
-    start = _query_time(request, "from")
-    if start is not None and not log.matches(start):
-        raise BadRequest(f"from is not a time of output {log.name!r}'s time domain")
-    if start is not None and log.is_forgotten(start):
-        raise Gone(f"records at {request.query['from']} are no longer retained by this output")
+    frontier = _resume_point(request)
+    for time in frontier or ():
+        if not log.matches(time):
+            raise BadRequest(
+                f"{time_to_json(time)} is not a time of output {log.name!r}'s time domain"
+            )
+        if log.is_forgotten(time):
+            raise Gone(f"records at {time_to_json(time)} are no longer retained by this output")
     limits = request.app[SETTINGS].limits
     record = manager.get(tenant, request.match_info["id"])
     subscribers = sum(len(output.subscribers) for output in record.outputs.values())
@@ -282,7 +308,7 @@ async def output_events(request: web.Request) -> web.WebSocketResponse:
             f"dataflow {record.id!r} has {subscribers} output subscribers, the limit "
             "(max_subscribers_per_dataflow)"
         )
-    subscriber = log.subscribe(start, limit=limits.subscriber_queue_events)
+    subscriber = log.subscribe(limit=limits.subscriber_queue_events, frontier=frontier)
     try:
         ws = await _open(request)
         sender = _EventsSender(request, ws, subscriber)

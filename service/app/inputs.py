@@ -127,15 +127,9 @@ class Transaction:
 def _pairs_at_or_after(batch: list[tuple[Hashable, Any]], time: Hashable) -> bool:
     """Whether every pair of an integer-time batch is at a valid time at or after ``time``.
 
-    Checked in bulk (the loops run in C); ``False`` only means one by one must decide.
+    Checked in bulk (see :func:`_all_at_or_after`); ``False`` only means one by one must decide.
     """
-    if type(time) is not int or not batch:
-        return not batch
-    times = [at for at, _record in batch]
-    if set(map(type, times)) != {int}:  # bools are not times; products take the long way
-        return False
-    ints = cast("list[int]", times)
-    return time <= min(ints) and max(ints) <= MAX_TIME
+    return _all_at_or_after(_columns(batch)[0], time)
 
 
 def _by_time(chunk: Chunk) -> list[tuple[Hashable, list[Any]]]:

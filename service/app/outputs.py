@@ -15,7 +15,7 @@ seen everything), never allowed to hold memory without bound.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -231,12 +231,22 @@ class OutputLog:
         """Whether records at ``time`` may have been dropped from retention."""
         return any(less_equal(time, e) for e in self.evicted)
 
-    def subscribe(self, start: Hashable | None = None, limit: int = 1000) -> Subscriber:
+    def subscribe(
+        self,
+        start: Hashable | None = None,
+        limit: int = 1000,
+        *,
+        frontier: Sequence[Hashable] | None = None,
+    ) -> Subscriber:
         """A new subscriber, fed first the backlog, then live events.
 
-        The backlog is the retained records at ``start`` or later, then the current frontier
-        (as progress relative to the start of time).
+        The backlog is the retained records at ``start`` or later (or, given a ``frontier``
+        such as a closed subscriber's ``resume``, at times some element of it is ``<=``: with
+        partially ordered times one time cannot say where a subscriber stopped), then the
+        current frontier (as progress relative to the start of time).
         """
+        if start is not None:
+            frontier = [start]
         subscriber = Subscriber(
             limit=max(limit, 1),
             resume=[self.minimum],
@@ -254,7 +264,7 @@ class OutputLog:
         backlog: list[Messages | Progress] = [
             Messages(t, list(self._times[t]))
             for t in sorted(self._times, key=_sort_key)
-            if start is None or less_equal(start, t)
+            if frontier is None or any(less_equal(f, t) for f in frontier)
         ]
         changes = [(t, d) for t, d in consolidated.items() if d]
         if changes:

@@ -265,6 +265,49 @@ async def test_resume_from_a_time_replays_retained_then_live(service: Server) ->
         await watch.aclose()
 
 
+async def test_resume_from_a_frontier_of_product_times(service: Server) -> None:
+    graph = {**PASS_THROUGH, "time": {"product": ["u64", "u64"]}}
+    async with AsyncClient(service.url) as client:
+        df = (await client.create_dataflow(graph))["id"]
+        session = await client.session(df, "words")
+        pushed = [[[0, 4], "a"], [[0, 5], "b"], [[1, 1], "c"], [[1, 2], "d"], [[1, 3], "e"]]
+        await session.push([*pushed, [[2, 0], "f"], [[0, 9], "g"]])
+        # A subscriber that stopped at the frontier {(0, 5), (1, 2)} has had (0, 4) and
+        # (1, 1). Replayed: every time some element is <=, so (0, 5), (0, 9), (1, 2) and
+        # (1, 3), but not (2, 0) (its inner 0 is below both elements' inner coordinates).
+        resumed = Frames(client.events(df, "out", frontier=[[0, 5], [1, 2]]))
+        replayed = [await resumed.next() for _ in range(4)]
+        assert replayed == [
+            messages([0, 5], "b"),
+            messages([0, 9], "g"),
+            messages([1, 2], "d"),
+            messages([1, 3], "e"),
+        ]
+        # The session still holds (0, 0): no progress yet. Advancing it is the next event.
+        await session.advance([3, 0])
+        assert await resumed.next() == progress(([0, 0], -1), ([3, 0], 1))
+        await resumed.aclose()
+        # One time alone cannot say it: from (0, 5) misses (1, 2) and (1, 3).
+        single = Frames(client.events(df, "out", start=[0, 5]))
+        assert [await single.next() for _ in range(2)] == [
+            messages([0, 5], "b"),
+            messages([0, 9], "g"),
+        ]
+        await single.aclose()
+        base = f"/v1/dataflows/{df}/outputs/out/events"
+        for query, detail in [
+            ("from=[0,5]&frontier=[[0,5]]", "give from (a time) or frontier"),
+            ("frontier=[0,5]", "0 is not a time of output 'out'"),
+            ("frontier={}", "frontier must be a JSON array of times"),
+            ("frontier=[[0,5],7]", "7 is not a time of output 'out'"),
+        ]:
+            with pytest.raises(InvalidStatus) as refused:
+                async with ws_connect(service, f"{base}?{query}"):
+                    pass
+            assert refused.value.response.status_code == 400, query
+            assert detail in refused.value.response.body.decode(), query
+
+
 async def test_output_event_subscription_sees_records_as_they_come(service: Server) -> None:
     async with AsyncClient(service.url) as client:
         df = (await client.create_dataflow(PASS_THROUGH))["id"]

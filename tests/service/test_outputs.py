@@ -213,6 +213,19 @@ def test_subscribe_from_a_product_time() -> None:
     ]
 
 
+def test_subscribe_from_a_frontier_replays_what_any_element_is_at_or_before() -> None:
+    log = log_of(1, minimum=Product(0, 0))
+    worker = log.pusher()
+    for time in [Product(0, 4), Product(0, 6), Product(1, 1), Product(1, 2), Product(2, 0)]:
+        worker.push(Messages(time, [list(time)]))
+    frontier = [Product(0, 5), Product(1, 2)]
+    assert as_tuples(log.subscribe(frontier=frontier).take()) == [
+        ("m", Product(0, 6), [[0, 6]]),
+        ("m", Product(1, 2), [[1, 2]]),
+    ]
+    assert as_tuples(log.subscribe(frontier=[]).take()) == []  # everything was delivered
+
+
 def test_unsubscribe_stops_delivery() -> None:
     log = log_of(1)
     worker = log.pusher()
