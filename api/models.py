@@ -19,9 +19,10 @@ convert times met elsewhere (query parameters, responses).
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from typing import Annotated, Any, Literal, TypeAlias, cast
 
+import orjson
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -286,6 +287,46 @@ AnyClientFrame: TypeAlias = Annotated[
 
 _CLIENT_FRAME_TITLE = "ClientFrame"
 _FRAME_TAGS = frozenset({"push", "advance", "close"})
+
+
+def plain_push(
+    body: bytes | str, frame: bool = False
+) -> tuple[int, Sequence[int], Sequence[Any]] | None:
+    """``(seq, times, records)`` of a push whose times are all integers, checked in bulk.
+
+    The fast path for the body of :class:`Push` (or, with ``frame``, :class:`PushFrame`):
+    decoded by orjson and checked with loops that run in C, about a third of what the
+    models' validation costs per record. ``None`` for anything else (product times, a
+    wrong shape, a number orjson does not take): the caller then validates with the model,
+    which accepts exactly the same valid bodies and says precisely what is wrong with the
+    others.
+
+    >>> plain_push(b'{"seq": 3, "records": [[5, "x"], [6, {"k": 1}]]}')
+    (3, (5, 6), ('x', {'k': 1}))
+    >>> plain_push(b'{"seq": 3, "records": [[[1, 0], "x"]]}') is None  # a product time
+    True
+    """
+    try:
+        document = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None
+    if type(document) is not dict or len(document) != (3 if frame else 2):
+        return None
+    if frame and document.get("type") != "push":
+        return None
+    seq = document.get("seq")
+    records = document.get("records")
+    if type(seq) is not int or not 1 <= seq <= SEQ_MAX or type(records) is not list:
+        return None
+    if not records:
+        return seq, (), ()
+    if set(map(type, records)) != {list} or set(map(len, records)) != {2}:
+        return None
+    times, values = zip(*records, strict=True)
+    if set(map(type, times)) != {int} or min(times) < 0 or max(times) > MAX_TIME:
+        return None
+    return seq, times, values
+
 
 ClientFrame: TypeAdapter[PushFrame | AdvanceFrame | CloseFrame] = TypeAdapter(
     AnyClientFrame, config=ConfigDict(title=_CLIENT_FRAME_TITLE)

@@ -19,7 +19,7 @@ from aiohttp import WSCloseCode, WSMsgType, web
 from aiohttp.abc import AbstractStreamWriter
 from pydantic import ValidationError
 
-from api.models import ClientFrame, time_from_json, time_to_json
+from api.models import ClientFrame, plain_push, time_from_json, time_to_json
 from api.server.app import MANAGER, SETTINGS, SOCKETS, ack_json, flag, tenant_of
 from api.server.problems import BadRequest, invalid_body
 from operators.capture.event import event_to_json
@@ -382,14 +382,18 @@ async def push_stream(request: web.Request) -> web.WebSocketResponse:
             if isinstance(data, tuple):
                 await _close(ws, *data)
                 break
+            plain = plain_push(data, frame=True)
+            if plain is None:
+                try:
+                    frame = ClientFrame.validate_json(data)
+                except ValidationError as error:
+                    await _send(ws, _error_frame(invalid_body(error)))
+                    await _close(ws, BAD_FRAME, "invalid frame")
+                    break
             try:
-                frame = ClientFrame.validate_json(data)
-            except ValidationError as error:
-                await _send(ws, _error_frame(invalid_body(error)))
-                await _close(ws, BAD_FRAME, "invalid frame")
-                break
-            try:
-                if frame.type == "push":
+                if plain is not None:  # a push with integer times, checked in bulk
+                    ack = producer.push_columns(session.id, *plain)
+                elif frame.type == "push":
                     ack = producer.push(session.id, frame.seq, list(frame.records))
                 elif frame.type == "advance":
                     ack = producer.advance(session.id, frame.time, frame.seq)

@@ -239,20 +239,26 @@ class ProducerInput:
         A batch whose ``seq`` equals the last one applied is acknowledged again without being
         applied (a retry); a lower one is stale.
         """
+        times, records = _columns(batch)
+        return self.push_columns(session_id, seq, times, records)
+
+    def push_columns(
+        self, session_id: str, seq: int, times: Sequence[Hashable], records: Sequence[Any]
+    ) -> Ack:
+        """:meth:`push` for a batch given as its times and its records (equally long)."""
         session = self._session(session_id)
         repeated = self._repeat(session, seq)
         if repeated is not None:
             return repeated
-        if len(batch) > self._limits.max_batch_records:
+        if len(records) > self._limits.max_batch_records:
             raise LimitExceeded(
-                f"a batch of {len(batch)} records exceeds max_batch_records "
+                f"a batch of {len(records)} records exceeds max_batch_records "
                 f"({self._limits.max_batch_records})"
             )
-        times, records = _columns(batch)
         self._validate(session, times, "push")
         self._send(times, records)
         session.seq = seq
-        ack = session.last_ack = self._ack(session, seq, len(batch))
+        ack = session.last_ack = self._ack(session, seq, len(records))
         return ack
 
     def advance(self, session_id: str, time: Hashable, seq: int | None = None) -> Ack:
