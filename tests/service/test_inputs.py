@@ -6,8 +6,7 @@ checks what reaches the output, not only what the input answers.
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
+from collections.abc import Hashable
 from typing import Any
 
 import pytest
@@ -19,53 +18,17 @@ from service.app import (
     Gone,
     Invalid,
     LimitExceeded,
-    Limits,
     NotFound,
-    Settings,
 )
 from service.app.errors import IdempotencyKeyReused
 from service.app.inputs import Ack, ProducerInput, meet
 from service.app.outputs import OutputLog
 from service.progress import Product
+from tests.service.support import Start, settle, until
 
 # "x" is owned by worker 0 with 1 and with 3 workers (stable_hash("x") % 3 == 0).
 PASS = {"nodes": {"x": {"op": "input"}, "out": {"op": "output"}}, "edges": [["x", "out"]]}
 PASS_PRODUCT = {"time": {"product": ["u64", "u64"]}, **PASS}
-
-Start = Callable[..., Awaitable[DataflowManager]]
-
-
-@pytest.fixture
-async def start() -> AsyncIterator[Start]:
-    """Start managers on demand; every one started is stopped, even when the test fails."""
-    started: list[DataflowManager] = []
-
-    async def make(workers: int = 1, **limits: int) -> DataflowManager:
-        manager = DataflowManager(Settings(workers=workers, limits=Limits(**limits)))
-        started.append(manager)
-        await manager.start()
-        return manager
-
-    try:
-        yield make
-    finally:
-        for manager in reversed(started):
-            await manager.stop()
-
-
-async def until(condition: Callable[[], bool], what: str, turns: int = 2_000) -> None:
-    """Yield to the loop until ``condition()`` holds; fail after ``turns`` turns."""
-    for _ in range(turns):
-        if condition():
-            return
-        await asyncio.sleep(0)
-    raise AssertionError(f"timed out waiting until {what}")
-
-
-async def settle(turns: int = 50) -> None:
-    """Let the workers run for a while (to show that something does *not* happen)."""
-    for _ in range(turns):
-        await asyncio.sleep(0)
 
 
 async def dataflow(

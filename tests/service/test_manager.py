@@ -7,7 +7,6 @@ whatever happens; waiting is always bounded and by yielding to the loop, never b
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -18,13 +17,12 @@ from service.app import (
     Gone,
     Invalid,
     LimitExceeded,
-    Limits,
     NotFound,
-    Settings,
 )
 from service.app.manager import FrontierWatch
 from service.app.outputs import OutputLog
 from service.runtime import stable_hash
+from tests.service.support import Start, settle, until
 
 # Inputs "x" and "y" are owned by worker 0 with 1 and with 3 workers; "in" by worker 1 of 3.
 assert [stable_hash(n) % 3 for n in ("x", "y", "in")] == [0, 0, 1]
@@ -56,41 +54,6 @@ FAILING = {
     "edges": [["x", "m"], ["m", "out"]],
 }
 FAILED = "EvaluationError: node 'm': no such overload: field selection on string"
-
-Start = Callable[..., Awaitable[DataflowManager]]
-
-
-@pytest.fixture
-async def start() -> AsyncIterator[Start]:
-    """Start managers on demand; every one started is stopped, even when the test fails."""
-    started: list[DataflowManager] = []
-
-    async def make(workers: int = 1, **limits: int) -> DataflowManager:
-        manager = DataflowManager(Settings(workers=workers, limits=Limits(**limits)))
-        started.append(manager)
-        await manager.start()
-        return manager
-
-    try:
-        yield make
-    finally:
-        for manager in reversed(started):
-            await manager.stop()
-
-
-async def until(condition: Callable[[], bool], what: str, turns: int = 2_000) -> None:
-    """Yield to the loop until ``condition()`` holds; fail after ``turns`` turns."""
-    for _ in range(turns):
-        if condition():
-            return
-        await asyncio.sleep(0)
-    raise AssertionError(f"timed out waiting until {what}")
-
-
-async def settle(turns: int = 100) -> None:
-    """Let the workers run for a while (to show that something does *not* happen)."""
-    for _ in range(turns):
-        await asyncio.sleep(0)
 
 
 def frontier(log: OutputLog) -> list[Any]:

@@ -7,16 +7,16 @@ dataflow on 1 and 3 workers.
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
+from collections.abc import Hashable
 from typing import Any
 
 import pytest
 
 from operators.capture import Messages, Progress
-from service.app import DataflowManager, DataflowRecord, Limits, Settings
+from service.app import DataflowManager, DataflowRecord
 from service.app.outputs import OutputLog, sorted_times
 from service.progress import Product
+from tests.service.support import Start, until
 
 SLOW = "slow consumer: the subscriber fell too far behind"
 
@@ -356,7 +356,6 @@ def test_retention_with_several_workers_waits_for_the_merged_frontier() -> None:
 
 # --------------------------------------------------------------------------- behind a dataflow
 
-Start = Callable[..., Awaitable[DataflowManager]]
 
 # "x" is owned by worker 0 with 1 and with 3 workers; the exchange spreads records by value.
 SPREAD = {
@@ -367,31 +366,6 @@ SPREAD = {
     },
     "edges": [["x", "spread"], ["spread", "out"]],
 }
-
-
-@pytest.fixture
-async def start() -> AsyncIterator[Start]:
-    started: list[DataflowManager] = []
-
-    async def make(workers: int = 1, **limits: int) -> DataflowManager:
-        manager = DataflowManager(Settings(workers=workers, limits=Limits(**limits)))
-        started.append(manager)
-        await manager.start()
-        return manager
-
-    try:
-        yield make
-    finally:
-        for manager in reversed(started):
-            await manager.stop()
-
-
-async def until(condition: Callable[[], bool], what: str, turns: int = 2_000) -> None:
-    for _ in range(turns):
-        if condition():
-            return
-        await asyncio.sleep(0)
-    raise AssertionError(f"timed out waiting until {what}")
 
 
 def replay(events: list[Messages | Progress]) -> tuple[dict[Hashable, list[Any]], list[list[Any]]]:

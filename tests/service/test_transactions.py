@@ -7,42 +7,21 @@ matters is what the input does with them: bulk checks, exact messages, one batch
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
 from service.app import (
     Conflict,
-    DataflowManager,
     Invalid,
     LimitExceeded,
-    Limits,
     NotFound,
-    Settings,
 )
 from service.app.errors import IdempotencyKeyReused
 from service.app.inputs import Ack
 from service.progress import Product
-from tests.service.test_inputs import PASS_PRODUCT, Start, dataflow, frontier_is, output, settle
-
-
-@pytest.fixture
-async def start() -> AsyncIterator[Start]:
-    """Start managers on demand (as in test_inputs); every one is stopped at the end."""
-    started: list[DataflowManager] = []
-
-    async def make(workers: int = 1, **limits: int) -> DataflowManager:
-        manager = DataflowManager(Settings(workers=workers, limits=Limits(**limits)))
-        started.append(manager)
-        await manager.start()
-        return manager
-
-    try:
-        yield make
-    finally:
-        for manager in reversed(started):
-            await manager.stop()
+from tests.service.support import Start, settle
+from tests.service.test_inputs import PASS_PRODUCT, dataflow, frontier_is, output
 
 
 class FakeColumns:
