@@ -20,6 +20,7 @@ convert times met elsewhere (query parameters, responses).
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal, TypeAlias, cast
 
 import orjson
@@ -289,20 +290,17 @@ _CLIENT_FRAME_TITLE = "ClientFrame"
 _FRAME_TAGS = frozenset({"push", "advance", "close"})
 
 
-def plain_push(
-    body: bytes | str, frame: bool = False
-) -> tuple[int, Sequence[int], Sequence[Any]] | None:
-    """``(seq, times, records)`` of a push whose times are all integers, checked in bulk.
+def plain_push(body: bytes | str, frame: bool = False) -> PlainPush | None:
+    """A push whose times are all integers, checked in bulk: the fast path for pushes.
 
-    The fast path for the body of :class:`Push` (or, with ``frame``, :class:`PushFrame`):
-    decoded by orjson and checked with loops that run in C, about a third of what the
-    models' validation costs per record. ``None`` for anything else (product times, a
-    wrong shape, a number orjson does not take): the caller then validates with the model,
-    which accepts exactly the same valid bodies and says precisely what is wrong with the
-    others.
+    The body of :class:`Push` (or, with ``frame``, :class:`PushFrame`), decoded by orjson
+    and checked with loops that run in C, about a third of what the models' validation
+    costs per record. ``None`` for anything else (product times, a wrong shape, a number
+    orjson does not take): the caller then validates with the model, which accepts exactly
+    the same valid bodies and says precisely what is wrong with the others.
 
     >>> plain_push(b'{"seq": 3, "records": [[5, "x"], [6, {"k": 1}]]}')
-    (3, (5, 6), ('x', {'k': 1}))
+    PlainPush(seq=3, times=(5, 6), records=('x', {'k': 1}), first=5, last=6)
     >>> plain_push(b'{"seq": 3, "records": [[[1, 0], "x"]]}') is None  # a product time
     True
     """
@@ -319,13 +317,33 @@ def plain_push(
     if type(seq) is not int or not 1 <= seq <= SEQ_MAX or type(records) is not list:
         return None
     if not records:
-        return seq, (), ()
-    if set(map(type, records)) != {list} or set(map(len, records)) != {2}:
+        return PlainPush(seq, (), (), 0, 0)
+    try:
+        # Unzipping into exactly two columns of equal length proves every record was a pair,
+        # except for a record that is a 2-character string or a 2-key object: their first
+        # "column" element is a string, which the integer check below refuses.
+        times, values = zip(*records, strict=True)
+    except (TypeError, ValueError):
         return None
-    times, values = zip(*records, strict=True)
-    if set(map(type, times)) != {int} or min(times) < 0 or max(times) > MAX_TIME:
+    if set(map(type, times)) != {int}:  # not bools, floats or arrays (product times)
         return None
-    return seq, times, values
+    first, last = min(times), max(times)
+    if first < 0 or last > MAX_TIME:
+        return None
+    return PlainPush(seq, times, values, first, last)
+
+
+@dataclass(frozen=True, slots=True)
+class PlainPush:
+    """A push checked by :func:`plain_push`: every time is an int in ``[first, last]``."""
+
+    seq: int
+    times: Sequence[int]
+    records: Sequence[Any]
+    first: int
+    """The least time (0 for an empty batch)."""
+    last: int
+    """The greatest time (0 for an empty batch)."""
 
 
 ClientFrame: TypeAdapter[PushFrame | AdvanceFrame | CloseFrame] = TypeAdapter(

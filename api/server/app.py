@@ -304,9 +304,11 @@ async def push(request: web.Request) -> web.Response:
     else:
         plain = plain_push(await request.read())
         if plain is not None:  # integer times, the common case: checked in bulk
-            seq, times, values = plain
-            _check_batch(request, len(values))
-            return json_response(ack_json(producer.push_columns(session, seq, times, values)))
+            _check_batch(request, len(plain.records))
+            ack = producer.push_columns(
+                session, plain.seq, plain.times, plain.records, (plain.first, plain.last)
+            )
+            return json_response(ack_json(ack))
         body = await parse(request, Push)
         seq, records = body.seq, list(body.records)
     _check_batch(request, len(records))

@@ -392,7 +392,10 @@ async def push_stream(request: web.Request) -> web.WebSocketResponse:
                     break
             try:
                 if plain is not None:  # a push with integer times, checked in bulk
-                    ack = producer.push_columns(session.id, *plain)
+                    bounds = (plain.first, plain.last)
+                    ack = producer.push_columns(
+                        session.id, plain.seq, plain.times, plain.records, bounds
+                    )
                 elif frame.type == "push":
                     ack = producer.push(session.id, frame.seq, list(frame.records))
                 elif frame.type == "advance":

@@ -15,7 +15,7 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from api.models import SEQ_MAX, ClientFrame, Push, PushFrame, plain_push
+from api.models import SEQ_MAX, ClientFrame, PlainPush, Push, PushFrame, plain_push
 from service.progress import MAX_TIME
 
 json_values = st.recursive(
@@ -75,7 +75,9 @@ def test_the_fast_path_agrees_with_the_models(frame: bool, data: st.DataObject) 
     event("fast path" if fast is not None else "models" if slow is not None else "refused")
     if fast is not None:
         assert slow is not None and (not frame or isinstance(slow, PushFrame))
-        seq, fast_times, fast_records = fast
+        seq, fast_times, fast_records = fast.seq, fast.times, fast.records
+        if fast_times:
+            assert (fast.first, fast.last) == (min(fast_times), max(fast_times))
         assert (seq, list(fast_times), list(fast_records)) == (
             slow.seq,
             [t for t, _ in slow.records],
@@ -87,12 +89,14 @@ def test_the_fast_path_agrees_with_the_models(frame: bool, data: st.DataObject) 
 
 
 def test_examples() -> None:
-    assert plain_push(b'{"seq": 1, "records": []}') == (1, (), ())
+    assert plain_push(b'{"seq": 1, "records": []}') == PlainPush(1, (), (), 0, 0)
     assert plain_push(b'{"type": "push", "seq": 2, "records": [[0, 1]]}', frame=True) == (
-        2,
-        (0,),
-        (1,),
+        PlainPush(2, (0,), (1,), 0, 0)
     )
+    assert plain_push(b'{"seq": 1, "records": [[0, 1], "ab"]}') is None
+    assert plain_push(b'{"seq": 1, "records": [[0, 1], {"a": 1, "b": 2}]}') is None
+    assert plain_push(b'{"seq": 1, "records": [[0, 1], [1, 2, 3]]}') is None
+    assert plain_push(b'{"seq": 1, "records": [[0, 1], 5]}') is None
     assert plain_push(b'{"seq": 1, "records": [[0, 1]], "x": 1}') is None
     assert plain_push(b'{"seq": 1, "records": [[true, 1]]}') is None
     assert plain_push(b"not json") is None
