@@ -528,7 +528,7 @@ def record_work_ns(transport: str, workload: Workload) -> tuple[float, float]:
     def needed(body: bytes) -> None:
         checked = plain_push(body, frame)  # decoded and checked in bulk, as the service does
         assert checked is not None
-        Counter(key(double(list(checked[2]))))
+        Counter(key(double(list(checked.records))))
 
     def best(work: Callable[[bytes], object]) -> float:
         passes = []
