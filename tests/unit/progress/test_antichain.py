@@ -261,3 +261,33 @@ def test_frontier_returns_a_fresh_antichain():
     snapshot.insert(0)
     assert counts.frontier() == Antichain([3])
     assert counts.frontier_elements() == [3]
+
+
+def test_releasing_held_int_times_in_order_with_new_ones_arriving() -> None:
+    counts: MutableAntichain[int] = MutableAntichain([(t, 1) for t in range(0, 100, 10)])
+    seen = []
+    for t in range(0, 50, 10):  # release 0, 10, 20, 30, 40 in order
+        seen.append(counts.update_iter([(t, -1)]))
+    assert seen == [
+        [(0, -1), (10, 1)],
+        [(10, -1), (20, 1)],
+        [(20, -1), (30, 1)],
+        [(30, -1), (40, 1)],
+        [(40, -1), (50, 1)],
+    ]
+    # A time that becomes positive after the sorted release order was taken is not missed,
+    # nor is one that was released and comes back, nor a negative count made positive.
+    assert counts.update_iter([(55, 1)]) == []
+    assert counts.update_iter([(50, -1)]) == [(50, -1), (55, 1)]
+    assert counts.update_iter([(70, -1), (65, -1)]) == []
+    assert counts.update_iter([(65, 2)]) == []  # -1 + 2: positive again
+    assert counts.update_iter([(70, 1)]) == []
+    assert counts.update_iter([(55, -1)]) == [(55, -1), (60, 1)]
+    assert counts.update_iter([(60, -1)]) == [(60, -1), (65, 1)]
+    assert counts.update_iter([(65, -1)]) == [(65, -1), (70, 1)]
+    assert [counts.update_iter([(t, -1)]) for t in (70, 80)] == [
+        [(70, -1), (80, 1)],
+        [(80, -1), (90, 1)],
+    ]
+    assert counts.update_iter([(90, -1)]) == [(90, -1)]
+    assert counts.frontier() == Antichain([])
