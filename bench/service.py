@@ -612,12 +612,7 @@ async def run_ingestion(
     decode_ns, needed_ns = record_work_ns(transport, workload)
     rows = []
     ratios: dict[int, float] = {}
-    ceilings: dict[int, float] = {}
     for clients in configs:
-        # A service whose only cost beyond the baseline's were the record work this dataflow
-        # needs (no HTTP, engine or progress cost of its own) would reach this share.
-        base_ns = 1e9 / rates["baseline", clients].median
-        ceilings[clients] = base_ns / (base_ns - decode_ns + needed_ns)
         service, baseline = rates["service", clients], rates["baseline", clients]
         ratios[clients] = service.median / baseline.median
         for who, stat in (("service", service), ("baseline", baseline)):
@@ -645,10 +640,9 @@ async def run_ingestion(
         ),
         f"record work measured in this process, no server, no engine: orjson decode (all the "
         f"baseline does) {decode_ns:.0f} ns/record; what this dataflow needs at least "
-        f"(decode and check, r*2 and r%100 over each batch, count) {needed_ns:.0f} ns/record. "
-        "A service adding nothing else to the baseline's cost would reach at most "
-        + ", ".join(f"{ceilings[c]:.0%} ({c} client{'s' if c > 1 else ''})" for c in configs)
-        + " of it.",
+        f"(decode and check, r*2 and r%100 over each batch, count) {needed_ns:.0f} ns/record "
+        "(in this process's heap and caches: a guide to how much of the gap is record work, "
+        "not a bound)",
     ]
     met = {c: ratios[c] >= TARGET_INGEST_RATIO for c in configs}
     targets = [
@@ -672,7 +666,6 @@ async def run_ingestion(
         "cpu_share": {f"{who}_{c}_clients": cpu[who, c] for who, c in cpu},
         "ratio": {f"{c}_clients": ratios[c] for c in configs},
         "record_work_ns": {"decode": decode_ns, "needed": needed_ns},
-        "ceiling_ratio": {f"{c}_clients": ceilings[c] for c in configs},
         "targets": {"ratio": TARGET_INGEST_RATIO, "met": {f"{c}_clients": met[c] for c in configs}},
     }
     return {"text": text, "targets": targets, "json": document}
