@@ -265,9 +265,8 @@ def test_frontier_returns_a_fresh_antichain():
 
 def test_releasing_held_int_times_in_order_with_new_ones_arriving() -> None:
     counts: MutableAntichain[int] = MutableAntichain([(t, 1) for t in range(0, 100, 10)])
-    seen = []
-    for t in range(0, 50, 10):  # release 0, 10, 20, 30, 40 in order
-        seen.append(counts.update_iter([(t, -1)]))
+    # Release 0, 10, 20, 30, 40 in order.
+    seen = [counts.update_iter([(t, -1)]) for t in range(0, 50, 10)]
     assert seen == [
         [(0, -1), (10, 1)],
         [(10, -1), (20, 1)],
