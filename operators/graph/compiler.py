@@ -362,7 +362,7 @@ class Plan:
             return [inputs[0].count().exchange(_zero).accumulate(int, _add_all)]
         if op == "count_by":
             keys = inputs[0].map_batches(self._batched(name, exprs["key"], "key", policy))
-            return [keys.count_by().map(_key_count)]
+            return [keys.count_by().map_batches(_key_counts)]
         if op == "accumulate":
             init = _guarded(name, exprs["init"].fn, "fail", self.errors)
             fold = fn("fold")
@@ -503,8 +503,12 @@ def _part(value: Any, parts: int) -> int:
     return value
 
 
-def _key_count(pair: tuple[Any, int]) -> dict[str, Any]:
-    return {"key": _json_key(pair[0]), "count": pair[1]}
+def _key_counts(pairs: list[tuple[Any, int]]) -> list[dict[str, Any]]:
+    """count_by's records: ``{"key", "count"}``, with keys back in their JSON form.
+
+    There is no call for a key that is not a tuple, i.e. for nearly every one.
+    """
+    return [{"key": _json_key(k) if type(k) is tuple else k, "count": n} for k, n in pairs]
 
 
 def _fold_all(fold: Callable[[Any, Any], Any], acc: Any, records: list[Any]) -> Any:
