@@ -325,9 +325,22 @@ def plain_push(body: bytes | str, frame: bool = False) -> PlainPush | None:
         times, values = zip(*records, strict=True)
     except (TypeError, ValueError):
         return None
-    if set(map(type, times)) != {int}:  # not bools, floats or arrays (product times)
+    # All ints, in C: a sum of JSON values is an int only if every one is an int or a bool
+    # (a float makes it a float; strings, nulls and arrays raise). Bools are then ruled out
+    # by type, which costs a pass, only if the body holds a ``true`` or ``false`` at all.
+    try:
+        if type(sum(times)) is not int:
+            return None
+    except TypeError:
         return None
-    first, last = min(times), max(times)
+    text = body.encode() if isinstance(body, str) else body
+    if (b"true" in text or b"false" in text) and set(map(type, times)) != {int}:
+        return None
+    first = times[0]
+    if times.count(first) == len(times):  # one time for the whole batch: the common case
+        last = first
+    else:
+        first, last = min(times), max(times)
     if first < 0 or last > MAX_TIME:
         return None
     return PlainPush(seq, times, values, first, last)

@@ -97,6 +97,12 @@ def test_examples() -> None:
     assert plain_push(b'{"seq": 1, "records": [[0, 1], {"a": 1, "b": 2}]}') is None
     assert plain_push(b'{"seq": 1, "records": [[0, 1], [1, 2, 3]]}') is None
     assert plain_push(b'{"seq": 1, "records": [[0, 1], 5]}') is None
+    # Sums of times that are ints although a time is not: a bool, or floats cancelling out.
+    assert plain_push(b'{"seq": 1, "records": [[0, "a"], [true, "b"]]}') is None
+    assert plain_push(b'{"seq": 1, "records": [[1.5, "a"], [-1.5, "b"]]}') is None
+    assert plain_push('{"seq": 1, "records": [[2, true], [2, false]]}') == PlainPush(
+        1, (2, 2), (True, False), 2, 2
+    )
     assert plain_push(b'{"seq": 1, "records": [[0, 1]], "x": 1}') is None
     assert plain_push(b'{"seq": 1, "records": [[true, 1]]}') is None
     assert plain_push(b"not json") is None
