@@ -308,6 +308,32 @@ async def test_resume_from_a_frontier_of_product_times(service: Server) -> None:
             assert detail in refused.value.response.body.decode(), query
 
 
+async def test_pipelined_frames_are_all_acked_in_order(service: Server) -> None:
+    # A producer that spends all its credits at once: the acks of the frames answered in a
+    # row go out together, each still its own message, in order, with the credits back.
+    async with AsyncClient(service.url) as client:
+        df = (await client.create_dataflow(PASS_THROUGH))["id"]
+        async with ws_connect(service, f"/v1/dataflows/{df}/inputs/words/push") as push_ws:
+            producer = await WsProducer.open(push_ws)
+            granted = producer.credits
+            for seq in range(1, granted + 1):
+                await producer.send({"type": "push", "seq": seq, "records": [[seq, f"w{seq}"]]})
+            acks = [await producer.reply() for _ in range(granted)]
+            assert [(a["type"], a["seq"], a["applied"]) for a in acks] == [
+                ("ack", seq, 1) for seq in range(1, granted + 1)
+            ]
+            assert all(1 <= a["credits"] <= granted for a in acks)
+            assert acks[-1]["credits"] == granted
+            closed = await producer.call({"type": "close"})
+            assert (closed["type"], closed["credits"]) == ("ack", 0)
+        watch = Frames(client.frontiers(df))
+        await client.close_input(df, "words")
+        await watch.until(output_reached())
+        await watch.aclose()
+        times = [t async for t, _ in client.times(df, "out")]
+        assert times == list(range(1, granted + 1))
+
+
 async def test_output_event_subscription_sees_records_as_they_come(service: Server) -> None:
     async with AsyncClient(service.url) as client:
         df = (await client.create_dataflow(PASS_THROUGH))["id"]
