@@ -18,11 +18,15 @@ from service.progress import MutableAntichain
 class Notificator:
     """Pending notification requests of one operator, and the frontiers that release them."""
 
-    __slots__ = ("_frontiers", "_pending")
+    __slots__ = ("_frontiers", "_pending", "_seen", "_unchecked")
 
     def __init__(self, frontiers: list[MutableAntichain[Hashable]]) -> None:
         self._frontiers = frontiers
         self._pending: dict[Hashable, tuple[Capability, int]] = {}
+        # As in HeldTimes: while the frontiers stand still only newly requested times can
+        # have become ready, so only they are tested (not every pending time on every call).
+        self._unchecked: list[Hashable] = []
+        self._seen: list[list[Hashable]] | None = None
 
     def notify_at(self, capability: Capability) -> None:
         """Request a notification at ``capability.time``; the notificator keeps it alive."""
@@ -30,6 +34,7 @@ class Notificator:
         held = self._pending.get(time)
         if held is None:
             self._pending[time] = (capability, 1)
+            self._unchecked.append(time)
         else:
             # One capability per time is enough: release the extra one now.
             capability.drop()
@@ -50,8 +55,22 @@ class Notificator:
 
         The capability is the caller's to use and then drop (or keep).
         """
-        ready = [t for t in self._pending if self._ready(t)]
+        pending = self._pending
+        elements = [frontier.frontier_elements() for frontier in self._frontiers]
+        if elements == self._seen:
+            candidates = [t for t in self._unchecked if t in pending]
+        else:
+            candidates = list(pending)
+            self._seen = [list(e) for e in elements]
+        self._unchecked = []
+        ready = [t for t in candidates if self._ready(t)]
         ready.sort(key=lambda t: cast(Any, t))
-        for time in ready:
-            capability, count = self._pending.pop(time)
-            yield capability, count
+        delivered = 0
+        try:
+            for time in ready:
+                capability, count = pending.pop(time)
+                delivered += 1
+                yield capability, count
+        finally:
+            # A caller that stops early leaves ready times behind: test them again next time.
+            self._unchecked.extend(ready[delivered:])

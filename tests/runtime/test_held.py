@@ -15,10 +15,14 @@ class Held:
     def __init__(self, time: Hashable) -> None:
         self.time = time
         self.retained = False
+        self.dropped = False
 
     def retain(self) -> Held:
         self.retained = True
         return self
+
+    def drop(self) -> None:
+        self.dropped = True
 
 
 class CountingFrontier(MutableAntichain[Hashable]):
@@ -91,3 +95,36 @@ def test_replace_sets_a_value_state_and_capabilities_are_retained() -> None:
     frontier = CountingFrontier(8)
     [(capability, state)] = held.ready(frontier)
     assert (id(capability), state) == (id(first), 3)
+
+
+# --------------------------------------------------------------------------- the notificator
+
+
+def test_the_notificator_tests_only_new_requests_while_frontiers_stand() -> None:
+    from operators.notificator import Notificator
+
+    frontier = CountingFrontier(0)
+    notificator = Notificator([frontier])
+    for time in range(1, 501):
+        notificator.notify_at(Held(time))  # type: ignore[arg-type]
+        assert list(notificator) == []
+    assert frontier.tests == 500  # each request tested once, not every pending one each time
+    frontier.move(0, 4)
+    assert [(c.time, n) for c, n in notificator] == [(1, 1), (2, 1), (3, 1)]
+    assert frontier.tests == 1000
+
+
+def test_ready_times_a_caller_left_behind_are_delivered_later() -> None:
+    from operators.notificator import Notificator
+
+    frontier = CountingFrontier(0)
+    notificator = Notificator([frontier])
+    for time in (3, 1, 2):
+        notificator.notify_at(Held(time))  # type: ignore[arg-type]
+    notificator.notify_at(Held(2))  # type: ignore[arg-type]  # merged: a count of 2
+    frontier.move(0, 10)
+    for capability, count in notificator:
+        assert (capability.time, count) == (1, 1)
+        break  # stop early: 2 and 3 are ready but not taken
+    assert [(c.time, n) for c, n in notificator] == [(2, 2), (3, 1)]
+    assert list(notificator) == []
