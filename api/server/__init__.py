@@ -1,5 +1,5 @@
 """The HTTP and WebSocket server (aiohttp on uvloop)."""
 
-from api.server.app import create_app, run_server
+from api.server.app import create_app
 
-__all__ = ["create_app", "run_server"]
+__all__ = ["create_app"]

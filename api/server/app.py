@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import logging
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar, cast
@@ -45,8 +44,6 @@ from operators.graph import describe_catalogue
 from service.app import DataflowManager, Gone, LimitExceeded, NotFound, Settings, Unauthorized
 from service.app.inputs import Ack, Columns, ProducerInput
 from service.app.outputs import OutputLog
-
-log = logging.getLogger("frontier.api")
 
 MANAGER = web.AppKey("manager", DataflowManager)
 SETTINGS = web.AppKey("settings", Settings)
@@ -304,14 +301,13 @@ async def push(request: web.Request) -> web.Response:
     else:
         plain = plain_push(await request.read())
         if plain is not None:  # integer times, the common case: checked in bulk
-            _check_batch(request, len(plain.records))
             ack = producer.push_columns(
                 session, plain.seq, plain.times, plain.records, (plain.first, plain.last)
             )
             return json_response(ack_json(ack))
         body = await parse(request, Push)
         seq, records = body.seq, list(body.records)
-    _check_batch(request, len(records))
+    # The producer refuses a batch over max_batch_records, before anything is applied.
     ack = producer.push(session, seq, records)
     return json_response(ack_json(ack))
 
@@ -405,7 +401,8 @@ async def close_input(request: web.Request) -> web.Response:
 # --------------------------------------------------------------------------- consuming
 
 
-def _time_param(request: web.Request, name: str) -> Any:
+def time_param(request: web.Request, name: str) -> Any:
+    """The query parameter ``name`` as a time (``None`` if absent); 400 if it is not one."""
     raw = request.query.get(name)
     if raw is None:
         return None
@@ -426,10 +423,10 @@ async def output_times(request: web.Request) -> web.Response:
     log_ = manager.output(
         tenant_of(request), request.match_info["id"], request.match_info["output"]
     )
-    start = _time_param(request, "from")
-    end = _time_param(request, "to")
+    start = time_param(request, "from")
+    end = time_param(request, "to")
     if "cursor" in request.query:
-        start = _time_param(request, "cursor")
+        start = time_param(request, "cursor")
     for name, value in (("from", start), ("to", end)):
         if value is not None and not log_.matches(value):
             raise BadRequest(f"{name} is not a time of output {log_.name!r}'s time domain")
@@ -614,18 +611,4 @@ def create_app(settings: Settings, manager: DataflowManager | None = None) -> we
     return app
 
 
-def run_server(settings: Settings) -> None:
-    """Serve until interrupted, on uvloop."""
-    import uvloop
-
-    web.run_app(
-        create_app(settings),
-        host=settings.host,
-        port=settings.port,
-        loop=uvloop.new_event_loop(),
-        shutdown_timeout=10.0,
-        print=lambda message: log.info("%s", message),
-    )
-
-
-__all__ = ["MANAGER", "SETTINGS", "SOCKETS", "create_app", "run_server"]
+__all__ = ["MANAGER", "SETTINGS", "SOCKETS", "create_app"]

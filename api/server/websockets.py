@@ -20,7 +20,7 @@ from aiohttp.abc import AbstractStreamWriter
 from pydantic import ValidationError
 
 from api.models import ClientFrame, plain_push, time_from_json, time_to_json
-from api.server.app import MANAGER, SETTINGS, SOCKETS, ack_json, flag, tenant_of
+from api.server.app import MANAGER, SETTINGS, SOCKETS, ack_json, flag, tenant_of, time_param
 from api.server.problems import BadRequest, invalid_body
 from operators.capture.event import event_to_json
 from service.app.errors import Gone, LimitExceeded, ServiceError
@@ -41,25 +41,13 @@ FRONTIER_BUFFER_BYTES = 64 * 1024
 more until it drains; then it gets the latest frontiers of what changed (coalesced)."""
 
 
-def _query_time(request: web.Request, name: str) -> Any:
-    raw = request.query.get(name)
-    if raw is None:
-        return None
-    try:
-        return time_from_json(orjson.loads(raw))
-    except (orjson.JSONDecodeError, ValueError, TypeError):
-        raise BadRequest(
-            f"{name} must be a time (an integer or [outer, inner]), not {raw!r}"
-        ) from None
-
-
 def _resume_point(request: web.Request) -> list[Any] | None:
     """Where an output subscription starts: ``from`` (a time) or ``frontier`` (an antichain).
 
     A closed subscription's ``resume`` is a frontier; with partially ordered times it may
     have several elements, and only all of them together say where the subscriber stopped.
     """
-    start = _query_time(request, "from")
+    start = time_param(request, "from")
     raw = request.query.get("frontier")
     if raw is None:
         return None if start is None else [start]
@@ -335,7 +323,7 @@ async def push_stream(request: web.Request) -> web.WebSocketResponse:
     producer = manager.input(
         tenant_of(request), request.match_info["id"], request.match_info["input"]
     )
-    session = producer.open_session(_query_time(request, "start"))
+    session = producer.open_session(time_param(request, "start"))
     limits = request.app[SETTINGS].limits
     credits = limits.ws_credits
     ws = await _open(request)
