@@ -18,7 +18,7 @@ when a producer sends many times before advancing.)
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Collection, Hashable, Iterable, Sequence
 from typing import Any, Generic, TypeVar, cast
 
 from operators.capability import Capability, InputCapability
@@ -27,15 +27,56 @@ from service.progress import MutableAntichain
 S = TypeVar("S")
 
 
+class ReadyTimes:
+    """Which of some pending times no frontier is ``<=`` any more, tested only when needed.
+
+    The ready set can only grow when a frontier moves: while the frontiers stand still, only
+    the times added since the last call are tested. :class:`HeldTimes` and the notificator
+    keep their pending times in a dict and ask this which of them are ready.
+    """
+
+    __slots__ = ("_seen", "_unchecked")
+
+    def __init__(self) -> None:
+        self._unchecked: list[Hashable] = []
+        self._seen: list[list[Hashable]] | None = None
+
+    def added(self, time: Hashable) -> None:
+        """``time`` became pending."""
+        self._unchecked.append(time)
+
+    def not_taken(self, times: Iterable[Hashable]) -> None:
+        """Ready ``times`` the caller left pending: they are tested again next time."""
+        self._unchecked.extend(times)
+
+    def ready(
+        self, pending: Collection[Hashable], frontiers: Sequence[MutableAntichain[Hashable]]
+    ) -> list[Hashable]:
+        """The times of ``pending`` that no frontier is ``<=``, in time order."""
+        if not pending:
+            self._seen = None
+            self._unchecked = []
+            return []
+        elements = [frontier.frontier_elements() for frontier in frontiers]
+        if elements == self._seen:
+            candidates = [t for t in self._unchecked if t in pending]
+        else:
+            candidates = list(pending)
+            self._seen = [list(e) for e in elements]
+        self._unchecked = []
+        ready = [t for t in candidates if not any(f.less_equal(t) for f in frontiers)]
+        cast("list[Any]", ready).sort()  # the total order extends the partial order
+        return ready
+
+
 class HeldTimes(Generic[S]):
     """Per time: a retained capability and a state, released once the frontier passes it."""
 
-    __slots__ = ("_held", "_seen", "_unchecked")
+    __slots__ = ("_held", "_ready")
 
     def __init__(self) -> None:
         self._held: dict[Hashable, list[Any]] = {}  # time -> [capability, state]
-        self._unchecked: list[Hashable] = []
-        self._seen: list[Hashable] | None = None
+        self._ready = ReadyTimes()
 
     def __len__(self) -> int:
         """How many times are held."""
@@ -48,7 +89,7 @@ class HeldTimes(Generic[S]):
         if entry is None:
             state = init()
             self._held[time] = [capability.retain(), state]
-            self._unchecked.append(time)
+            self._ready.added(time)
             return state
         held: S = entry[1]
         return held
@@ -63,23 +104,5 @@ class HeldTimes(Generic[S]):
         The caller emits with each capability and then drops it.
         """
         held = self._held
-        if not held:
-            self._seen = None
-            return []
-        elements = frontier.frontier_elements()
-        if elements == self._seen:
-            candidates = self._unchecked  # the frontier stood still: only new times can be ready
-        else:
-            candidates = list(held)
-            self._seen = list(elements)
-        self._unchecked = []
-        if elements:
-            less_equal = frontier.less_equal
-            ready = [t for t in candidates if not less_equal(t)]
-        else:
-            ready = candidates
-        if not ready:
-            return []
-        cast("list[Any]", ready).sort()  # the total order extends the partial order
-        entries = [held.pop(t) for t in ready]
+        entries = [held.pop(t) for t in self._ready.ready(held, [frontier])]
         return [(entry[0], entry[1]) for entry in entries]

@@ -12,21 +12,19 @@ from collections.abc import Hashable, Iterator
 from typing import Any, cast
 
 from operators.capability import Capability
+from operators.held import ReadyTimes
 from service.progress import MutableAntichain
 
 
 class Notificator:
     """Pending notification requests of one operator, and the frontiers that release them."""
 
-    __slots__ = ("_frontiers", "_pending", "_seen", "_unchecked")
+    __slots__ = ("_frontiers", "_pending", "_ready")
 
     def __init__(self, frontiers: list[MutableAntichain[Hashable]]) -> None:
         self._frontiers = frontiers
         self._pending: dict[Hashable, tuple[Capability, int]] = {}
-        # As in HeldTimes: while the frontiers stand still only newly requested times can
-        # have become ready, so only they are tested (not every pending time on every call).
-        self._unchecked: list[Hashable] = []
-        self._seen: list[list[Hashable]] | None = None
+        self._ready = ReadyTimes()
 
     def notify_at(self, capability: Capability) -> None:
         """Request a notification at ``capability.time``; the notificator keeps it alive."""
@@ -34,7 +32,7 @@ class Notificator:
         held = self._pending.get(time)
         if held is None:
             self._pending[time] = (capability, 1)
-            self._unchecked.append(time)
+            self._ready.added(time)
         else:
             # One capability per time is enough: release the extra one now.
             capability.drop()
@@ -47,24 +45,13 @@ class Notificator:
             key=lambda item: cast(Any, item[0]),
         )
 
-    def _ready(self, time: Hashable) -> bool:
-        return not any(frontier.less_equal(time) for frontier in self._frontiers)
-
     def __iter__(self) -> Iterator[tuple[Capability, int]]:
         """Deliver every ready time once, in time order, as ``(capability, count)``.
 
         The capability is the caller's to use and then drop (or keep).
         """
         pending = self._pending
-        elements = [frontier.frontier_elements() for frontier in self._frontiers]
-        if elements == self._seen:
-            candidates = [t for t in self._unchecked if t in pending]
-        else:
-            candidates = list(pending)
-            self._seen = [list(e) for e in elements]
-        self._unchecked = []
-        ready = [t for t in candidates if self._ready(t)]
-        ready.sort(key=lambda t: cast(Any, t))
+        ready = self._ready.ready(pending, self._frontiers)
         delivered = 0
         try:
             for time in ready:
@@ -73,4 +60,4 @@ class Notificator:
                 yield capability, count
         finally:
             # A caller that stops early leaves ready times behind: test them again next time.
-            self._unchecked.extend(ready[delivered:])
+            self._ready.not_taken(ready[delivered:])

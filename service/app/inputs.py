@@ -343,18 +343,17 @@ class ProducerInput:
         """Send checked records, one batch per distinct time."""
         if not records:
             return
-        output = self._output
-        distinct = set(times)
-        if len(distinct) == 1:
+        if len(set(times)) == 1:
             # The common case (a producer pushes one time per batch): no loop per record.
-            output.send_at(times[0], list(records))
-        else:
-            by_time: dict[Hashable, list[Any]] = {at: [] for at in times}
-            for at, record in zip(times, records, strict=True):
-                by_time[at].append(record)
-            for at, batch in by_time.items():
-                # The session's capability is at or before ``at``: checked by _validate.
-                output.send_at(at, batch)
+            self._send_at(times[0], records)
+            return
+        by_time: dict[Hashable, list[Any]] = {at: [] for at in times}
+        for at, record in zip(times, records, strict=True):
+            by_time[at].append(record)
+        output = self._output
+        for at, batch in by_time.items():
+            # The session's capability is at or before ``at``: checked by _validate.
+            output.send_at(at, batch)
         output.operator.touch()
         self.records_in += len(records)
 
