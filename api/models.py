@@ -8,8 +8,8 @@ fields. Everything behind the edge uses plain dataclasses.
 Times arrive in their JSON form (an integer, or ``[outer, inner]`` arrays) and leave the
 models as engine times (``int`` or :class:`~service.progress.Product`, see :data:`Time`):
 checked and converted once, so a bad one is reported with a pointer to it, and what the
-handlers pass on is what the engine takes. :func:`time_from_json` and :func:`time_to_json`
-convert times met elsewhere (query parameters, responses).
+handlers pass on is what the engine takes. Times met elsewhere (query parameters, responses) are
+converted by :mod:`api.codec`.
 :func:`problem_from_validation_error` turns a :class:`~pydantic.ValidationError` into the
 ``problems`` of a 422 problem document, each with an RFC 6901 JSON pointer into the body.
 
@@ -19,7 +19,7 @@ convert times met elsewhere (query parameters, responses).
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, TypeAlias, cast
 
@@ -36,8 +36,8 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError, core_schema
 
-from operators.capture.event import decode_time, encode_time
-from service.progress import MAX_TIME, Product, check_time
+from api.codec import time_from_json, time_to_json
+from service.progress import MAX_TIME, Product
 
 TIME_ERROR = "a time is an integer in [0, 2**64) or an array [outer, inner] of two times"
 """The detail of every problem with a time."""
@@ -50,7 +50,7 @@ def _product_time(value: Any) -> Product[Any, Any]:
     if type(value) is not list or len(value) != 2:
         raise ValueError("not a product time")
     # Checks both coordinates, recursively (EventFormatError is a ValueError).
-    return cast("Product[Any, Any]", decode_time(value))
+    return cast("Product[Any, Any]", time_from_json(value))
 
 
 # The integer case (nearly every time) is checked by pydantic-core without calling Python;
@@ -63,7 +63,7 @@ _TIME_SCHEMA = core_schema.union_schema(
     mode="left_to_right",
     custom_error_type="not_a_time",
     custom_error_message=TIME_ERROR,
-    serialization=core_schema.plain_serializer_function_ser_schema(encode_time, when_used="json"),
+    serialization=core_schema.plain_serializer_function_ser_schema(time_to_json, when_used="json"),
 )
 
 _TIME_JSON_SCHEMA: dict[str, Any] = {
@@ -365,60 +365,6 @@ ClientFrame: TypeAdapter[PushFrame | AdvanceFrame | CloseFrame] = TypeAdapter(
 """Parses a client frame: ``ClientFrame.validate_json(data)`` is a :data:`AnyClientFrame`."""
 
 
-# --------------------------------------------------------------------------- times
-
-
-def time_from_json(value: object) -> int | Product[Any, Any]:
-    """The engine time of a JSON time: an int, or a :class:`Product` for ``[outer, inner]``.
-
-    It is idempotent: an engine time (what the models' :data:`Time` fields hold) is checked
-    and returned as it is.
-
-    Args:
-        value: A decoded JSON value (``orjson.loads``), or an engine time.
-
-    Returns:
-        The time, as the engine compares and hashes it.
-
-    Raises:
-        ValueError: ``value`` is not a time (a string, a float, a bool, a negative or too
-            large integer, or an array that is not two times).
-
-    >>> time_from_json(5), time_from_json([[1, 0], 2])
-    (5, Product(outer=Product(outer=1, inner=0), inner=2))
-    >>> time_from_json("5")
-    Traceback (most recent call last):
-    ...
-    operators.capture.event.EventFormatError: not a time: '5'
-    """
-    if isinstance(value, Product):
-        try:
-            check_time(value)
-        except TypeError as error:
-            raise ValueError(f"not a time: {value!r}") from error
-        return value
-    return cast("int | Product[Any, Any]", decode_time(value))
-
-
-def time_to_json(time: Hashable) -> int | list[Any]:
-    """The JSON form of an engine time: the inverse of :func:`time_from_json`.
-
-    Args:
-        time: An int in ``[0, 2**64)`` or a :class:`Product` of times.
-
-    Returns:
-        The int, or ``[outer, inner]`` (nested for nested products).
-
-    Raises:
-        TypeError: ``time`` is not an int or a product.
-        ValueError: an integer coordinate is outside ``[0, 2**64)``.
-
-    >>> time_to_json(Product(Product(1, 0), 2))
-    [[1, 0], 2]
-    """
-    return cast("int | list[Any]", encode_time(time))
-
-
 # --------------------------------------------------------------------------- problems
 
 
@@ -490,6 +436,4 @@ __all__ = [
     "TimedRecord",
     "TransactionId",
     "problem_from_validation_error",
-    "time_from_json",
-    "time_to_json",
 ]

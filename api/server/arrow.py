@@ -20,8 +20,7 @@ from typing import Any
 
 import orjson
 
-from api.server.problems import BadRequest
-from service.app.errors import ServiceError
+from service.app import BadRequest, ServiceError
 
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
 

@@ -9,6 +9,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from api.server.context import MANAGER
 from service.app import DataflowManager
 
 
@@ -43,20 +44,17 @@ class ManagerCollector(Collector):
             "frontier_dataflows", "Dataflows by status", labels=["status"]
         )
         by_status: dict[str, int] = {}
-        for record in self._manager.dataflows.values():
-            by_status[record.status] = by_status.get(record.status, 0) + 1
-            inputs_least = [
-                t for p in record.inputs.values() for t in p.frontier() if type(t) is int
-            ]
-            for name, producer in record.inputs.items():
-                records_in.add_metric([record.id, name], producer.records_in)
-            for name, log in record.outputs.items():
-                records_out.add_metric([record.id, name], log.records_out)
-                frontier = [t for t in log.frontier() if type(t) is int]
-                if frontier and inputs_least:
-                    lag.add_metric([record.id, name], max(0, min(inputs_least) - min(frontier)))
-                subscribers.add_metric([record.id, name], len(log.subscribers))
-                queued.add_metric([record.id, name], sum(len(s.queue) for s in log.subscribers))
+        for stats in self._manager.stats():
+            by_status[stats.status] = by_status.get(stats.status, 0) + 1
+            for name, count in stats.records_in.items():
+                records_in.add_metric([stats.id, name], count)
+            for name, output in stats.outputs.items():
+                labels = [stats.id, name]
+                records_out.add_metric(labels, output.records_out)
+                if output.lag is not None:
+                    lag.add_metric(labels, output.lag)
+                subscribers.add_metric(labels, output.subscribers)
+                queued.add_metric(labels, output.queued)
         for status, count in by_status.items():
             dataflows.add_metric([status], count)
         yield from (records_in, records_out, lag, subscribers, queued, dataflows)
@@ -64,8 +62,6 @@ class ManagerCollector(Collector):
 
 async def metrics_handler(request: web.Request) -> web.Response:
     """The Prometheus text exposition."""
-    from api.server.app import MANAGER
-
     registry = CollectorRegistry()
     registry.register(ManagerCollector(request.app[MANAGER]))
     return web.Response(body=generate_latest(registry), content_type="text/plain", charset="utf-8")

@@ -16,7 +16,7 @@ from aiohttp import web
 from pydantic import ValidationError
 
 from api.models import problem_from_validation_error
-from service.app.errors import ServiceError
+from service.app import Invalid, ServiceError
 
 log = logging.getLogger("frontier.api")
 
@@ -44,14 +44,6 @@ def problem_for(error: ServiceError) -> web.Response:
     return response
 
 
-class BadRequest(ServiceError):
-    """The body is not valid JSON, or not the shape the request needs."""
-
-    status = 400
-    slug = "bad-request"
-    title = "Bad request"
-
-
 class NotAcceptable(ServiceError):
     """The answer cannot be given in the representation the ``Accept`` header asks for.
 
@@ -63,18 +55,8 @@ class NotAcceptable(ServiceError):
     title = "Not acceptable"
 
 
-class PayloadTooLarge(ServiceError):
-    """The body is larger than ``max_body_bytes``."""
-
-    status = 413
-    slug = "payload-too-large"
-    title = "Payload too large"
-
-
 def invalid_body(error: ValidationError) -> ServiceError:
     """A body of the wrong shape: 422 with a pointer per problem."""
-    from service.app.errors import Invalid
-
     problems = problem_from_validation_error(error)
     return Invalid(f"the request body has {len(problems)} problem(s)", problems)
 

@@ -19,17 +19,16 @@ from aiohttp import WSCloseCode, WSMsgType, web
 from aiohttp.abc import AbstractStreamWriter
 from pydantic import ValidationError
 
-from api.models import ClientFrame, plain_push, time_from_json, time_to_json
-from api.server.app import MANAGER, SETTINGS, SOCKETS, ack_json, flag, tenant_of, time_param
-from api.server.problems import BadRequest, invalid_body
-from operators.capture.event import event_to_json
-from service.app.errors import Gone, LimitExceeded, ServiceError
-from service.app.outputs import Subscriber
+from api.codec import ack_json, event_json, time_from_json, time_to_json, times_json
+from api.models import ClientFrame, plain_push
+from api.server.context import SETTINGS, SOCKETS, manager_of, tenant_of
+from api.server.http import flag, time_param
+from api.server.problems import invalid_body
+from service.app import BadRequest, ServiceError, Subscriber
 
 BAD_FRAME = 4400
 NOT_FOUND = 4404
 SLOW_CONSUMER = 4408
-CONFLICT = 4409
 GONE = 4410
 TOO_LARGE = 4413
 NO_CREDIT = 4429
@@ -93,7 +92,7 @@ async def _close(ws: web.WebSocketResponse, code: int, reason: str) -> None:
 
 
 def _stopping(request: web.Request) -> bool:
-    return not request.app[MANAGER].running
+    return not manager_of(request).running
 
 
 def ws_frames(payloads: list[bytes]) -> bytes:
@@ -202,7 +201,7 @@ async def frontiers(request: web.Request) -> web.WebSocketResponse:
     The handler only reads (so the client's close and pings are seen); the dataflow's feed
     writes the events (:class:`FrontierSocket`).
     """
-    manager = request.app[MANAGER]
+    manager = manager_of(request)
     operators = flag(request, "operators")
     watch = manager.watch(tenant_of(request), request.match_info["id"], operators)
     try:
@@ -248,7 +247,7 @@ class _EventsSender:
         try:
             while not ws.closed:
                 for event in subscriber.take():
-                    await _send(ws, event_to_json(event))
+                    await _send(ws, event_json(event))
                 if subscriber.closed is not None:
                     await self._closed(subscriber.closed)
                     return
@@ -260,7 +259,7 @@ class _EventsSender:
             self.task = None
 
     async def _closed(self, reason: str) -> None:
-        resume = [time_to_json(t) for t in self.subscriber.resume]
+        resume = times_json(self.subscriber.resume)
         await _send(self.ws, {"type": "closed", "reason": reason, "resume": resume})
         if _stopping(self.request):
             code = int(WSCloseCode.GOING_AWAY)
@@ -277,26 +276,12 @@ async def output_events(request: web.Request) -> web.WebSocketResponse:
     The handler only reads (so the client's close and pings are seen); events are sent by
     a task started when there are some (:class:`_EventsSender`).
     """
-    manager = request.app[MANAGER]
-    tenant = tenant_of(request)
-    log = manager.output(tenant, request.match_info["id"], request.match_info["output"])
-    frontier = _resume_point(request)
-    for time in frontier or ():
-        if not log.matches(time):
-            raise BadRequest(
-                f"{time_to_json(time)} is not a time of output {log.name!r}'s time domain"
-            )
-        if log.is_forgotten(time):
-            raise Gone(f"records at {time_to_json(time)} are no longer retained by this output")
-    limits = request.app[SETTINGS].limits
-    record = manager.get(tenant, request.match_info["id"])
-    subscribers = sum(len(output.subscribers) for output in record.outputs.values())
-    if subscribers >= limits.max_subscribers_per_dataflow:
-        raise LimitExceeded(
-            f"dataflow {record.id!r} has {subscribers} output subscribers, the limit "
-            "(max_subscribers_per_dataflow)"
-        )
-    subscriber = log.subscribe(limit=limits.subscriber_queue_events, frontier=frontier)
+    subscriber = manager_of(request).subscribe(
+        tenant_of(request),
+        request.match_info["id"],
+        request.match_info["output"],
+        _resume_point(request),
+    )
     try:
         ws = await _open(request)
         sender = _EventsSender(request, ws, subscriber)
@@ -307,7 +292,7 @@ async def output_events(request: web.Request) -> web.WebSocketResponse:
             pass
     finally:
         subscriber.wake.notify = None
-        log.unsubscribe(subscriber)
+        subscriber.leave()
     return ws
 
 
@@ -319,8 +304,7 @@ async def push_stream(request: web.Request) -> web.WebSocketResponse:
     them; one more than the credits closes the socket with 4429 (the client ignored the flow
     control). Each answer returns a credit and says how many the client has now.
     """
-    manager = request.app[MANAGER]
-    producer = manager.input(
+    producer = manager_of(request).input(
         tenant_of(request), request.match_info["id"], request.match_info["input"]
     )
     session = producer.open_session(time_param(request, "start"))
@@ -413,9 +397,8 @@ async def push_stream(request: web.Request) -> web.WebSocketResponse:
         reader.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await reader
-        if session.id in producer.sessions and not producer.closed and not producer.dropped:
-            # A producer that disconnects without closing must not hold the input forever.
-            producer.close_session(session.id)
+        # A producer that disconnects without closing must not hold the input forever.
+        producer.release_session(session.id)
     return ws
 
 

@@ -1,33 +1,86 @@
 """The service core: dataflows created from graphs, producers feeding them, outputs read out.
 
 Everything here is plain Python on the event loop the workers run on; the HTTP and WebSocket
-edges in :mod:`api` translate requests into calls on :class:`DataflowManager`.
+edges in :mod:`api` translate requests into calls on :class:`DataflowManager` and turn what
+it answers (the typed views of :mod:`service.app.views`, its errors, and the captured events
+of outputs) into wire formats. This package is all of the engine that :mod:`api` sees: the
+operator catalogue and the format of captured events reach the API from here.
 """
 
+from operators.capture.event import (
+    Event,
+    EventFormatError,
+    Messages,
+    Progress,
+    decode_time,
+    encode_time,
+    event_to_json,
+)
+from operators.graph import describe_catalogue
 from service.app.errors import (
+    BadRequest,
     Conflict,
-    Forbidden,
     Gone,
+    IdempotencyKeyReused,
     Invalid,
     LimitExceeded,
     NotFound,
     ServiceError,
     Unauthorized,
 )
+from service.app.frontiers import FrontierCodec, FrontierSink, FrontierWatch
+from service.app.inputs import Columns, ProducerInput
 from service.app.manager import DataflowManager, DataflowRecord
+from service.app.outputs import OutputLog, Subscriber
 from service.app.settings import Limits, Settings
+from service.app.views import (
+    Ack,
+    ConsumerView,
+    DataflowPage,
+    DataflowStats,
+    DataflowSummary,
+    DataflowView,
+    InputView,
+    OutputPage,
+    SessionView,
+)
 
 __all__ = [
+    "Ack",
+    "BadRequest",
+    "Columns",
     "Conflict",
+    "ConsumerView",
     "DataflowManager",
+    "DataflowPage",
     "DataflowRecord",
-    "Forbidden",
+    "DataflowStats",
+    "DataflowSummary",
+    "DataflowView",
+    "Event",
+    "EventFormatError",
+    "FrontierCodec",
+    "FrontierSink",
+    "FrontierWatch",
     "Gone",
+    "IdempotencyKeyReused",
+    "InputView",
     "Invalid",
     "LimitExceeded",
     "Limits",
+    "Messages",
     "NotFound",
+    "OutputLog",
+    "OutputPage",
+    "ProducerInput",
+    "Progress",
     "ServiceError",
+    "SessionView",
     "Settings",
+    "Subscriber",
     "Unauthorized",
+    "decode_time",
+    "describe_catalogue",
+    "encode_time",
+    "event_to_json",
 ]

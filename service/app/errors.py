@@ -22,6 +22,14 @@ class ServiceError(Exception):
         self.extra = extra
 
 
+class BadRequest(ServiceError):
+    """The request is malformed: a body that is not JSON, a query parameter out of range."""
+
+    status = 400
+    slug = "bad-request"
+    title = "Bad request"
+
+
 class NotFound(ServiceError):
     """The dataflow, input, output, session or transaction does not exist (for this tenant)."""
 
@@ -95,11 +103,3 @@ class Unauthorized(ServiceError):
     status = 401
     slug = "unauthorized"
     title = "Unauthorized"
-
-
-class Forbidden(ServiceError):
-    """The token is valid but may not do this."""
-
-    status = 403
-    slug = "forbidden"
-    title = "Forbidden"

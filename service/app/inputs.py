@@ -36,6 +36,7 @@ from service.app.errors import (
     NotFound,
 )
 from service.app.settings import Limits
+from service.app.views import Ack, InputView, SessionView
 from service.progress import (
     MAX_TIME,
     Product,
@@ -54,16 +55,6 @@ def meet(a: Hashable, b: Hashable) -> Hashable:
     if isinstance(a, Product) and isinstance(b, Product):
         return Product(meet(a.outer, b.outer), meet(a.inner, b.inner))
     raise TypeError(f"times of different domains: {a!r} and {b!r}")
-
-
-@dataclass(frozen=True, slots=True)
-class Ack:
-    """What a push, advance or commit answers: the sequence number and the times now."""
-
-    seq: int | None
-    session_time: Hashable | None
-    input_frontier: list[Hashable]
-    applied: int
 
 
 @dataclass(slots=True)
@@ -161,6 +152,8 @@ class ProducerInput:
         self._commits: OrderedDict[str, tuple[tuple[str, ...], Ack]] = OrderedDict()
         self.records_in = 0
         self.dropped = False
+        self.on_frontier: Callable[[], None] | None = None
+        """Called each time the input's frontier moves (its own capability moved)."""
 
     # ----------------------------------------------------------------- state
 
@@ -210,6 +203,8 @@ class ProducerInput:
             least = meet(least, time)
         if least != base.time:
             base.downgrade(least)
+            if self.on_frontier is not None:
+                self.on_frontier()
 
     # ----------------------------------------------------------------- sessions
 
@@ -490,6 +485,8 @@ class ProducerInput:
                 self._advance(session, advance_to, "/advance_to")
             elif not self.sessions:
                 base.downgrade(advance_to)
+                if self.on_frontier is not None:
+                    self.on_frontier()
         ack = self._ack(session, None, applied)
         self._commits[idempotency_key] = (tuple(transaction_ids), ack)
         while len(self._commits) > self._limits.idempotency_keys_kept:
@@ -562,6 +559,26 @@ class ProducerInput:
         self._staged = 0
         self._base.drop()
         self._base = None
+        if self.on_frontier is not None:
+            self.on_frontier()
+
+    def release_session(self, session_id: str) -> None:
+        """Close a session if it is still open (its producer went away without closing it)."""
+        if session_id in self.sessions and self._base is not None and not self.dropped:
+            self.close_session(session_id)
+
+    def view(self) -> InputView:
+        """The input: frontier, time, open sessions and open transactions."""
+        return InputView(
+            self.name,
+            self.frontier(),
+            self.time(),
+            self.closed,
+            self.records_in,
+            [SessionView(s.id, s.time) for s in self.sessions.values()],
+            self.staged_records,
+            self.staged(),
+        )
 
 
 def _columns(batch: list[tuple[Hashable, Any]]) -> tuple[Sequence[Hashable], Sequence[Any]]:

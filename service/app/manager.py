@@ -9,6 +9,9 @@ worker has applied the command.
 Each input of a dataflow is owned by one worker (chosen by a stable hash of its name) where
 producers' sessions live; each output is captured on every worker into one
 :class:`~service.app.outputs.OutputLog`.
+
+What the manager answers is typed (:mod:`service.app.views`); it writes no wire format. The
+frontier events its watches send are encoded by the codec the API hands it.
 """
 
 from __future__ import annotations
@@ -18,15 +21,12 @@ import importlib
 import time as wallclock
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
-from typing import Any, Protocol
-
-import orjson
+from typing import Any
 
 from operators import Stream, Worker
-from operators.capture.event import encode_time
 from operators.graph import (
     BuiltGraph,
     GraphError,
@@ -37,9 +37,23 @@ from operators.graph import (
 )
 from operators.sync import Sequencer
 from service.app.errors import Gone, Invalid, LimitExceeded, NotFound
+from service.app.frontiers import FrontierCodec, FrontierFeed, FrontierWatch
 from service.app.inputs import ProducerInput, producer_input
-from service.app.outputs import OutputLog, sorted_times
+from service.app.outputs import OutputLog, Subscriber, sorted_times
 from service.app.settings import Settings
+from service.app.views import (
+    DataflowPage,
+    DataflowStats,
+    DataflowSummary,
+    DataflowView,
+    InputState,
+    OperatorState,
+    OutputState,
+    OutputStats,
+    PortState,
+    RecordErrors,
+)
+from service.progress import Antichain, Source
 from service.runtime import INTEGERS, Fabric, TimeDomain, stable_hash
 
 
@@ -64,16 +78,16 @@ class DataflowRecord:
     ready: asyncio.Future[None] | None = None
     applied: int = 0
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> DataflowSummary:
         """A short description for listings."""
-        return {
-            "id": self.id,
-            "name": self.name,
-            "status": self.status,
-            "created_at": self.created_at,
-            "inputs": list(self.plan.spec.inputs()),
-            "outputs": list(self.plan.spec.outputs()),
-        }
+        return DataflowSummary(
+            self.id,
+            self.name,
+            self.status,
+            self.created_at,
+            list(self.plan.spec.inputs()),
+            list(self.plan.spec.outputs()),
+        )
 
 
 def _domain(depth: int) -> TimeDomain:
@@ -83,20 +97,37 @@ def _domain(depth: int) -> TimeDomain:
     return domain
 
 
-class DataflowManager:
-    """Runs the workers and every dataflow of the service."""
+def _no_codec(location: str, frontier: list[Hashable]) -> bytes:
+    raise RuntimeError("frontier events need a codec: DataflowManager(frontier_codec=...)")
 
-    def __init__(self, settings: Settings) -> None:
+
+Reader = Callable[[], list[Hashable]]
+"""Reads one location's frontier now, in its domain's total order."""
+
+
+class DataflowManager:
+    """Runs the workers and every dataflow of the service.
+
+    ``frontier_codec`` encodes a location's frontier as the event frontier watches are
+    sent (the API's wire format); watches read with :meth:`FrontierWatch.take` need none.
+    """
+
+    def __init__(self, settings: Settings, frontier_codec: FrontierCodec | None = None) -> None:
         self.settings = settings
         self.limits = settings.limits
+        self.frontier_codec: FrontierCodec = frontier_codec or _no_codec
         self.dataflows: dict[str, DataflowRecord] = {}
+        self.fabric: Fabric | None = None
         self._workers: list[Worker] = []
         self._sequencers: list[Sequencer[tuple[str, str, int]]] = []
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = False
         self._failure: BaseException | None = None
-        self._after_scheduled = False
         self.frontier_watchers: dict[str, FrontierFeed] = {}
+        self._moved: dict[str, dict[str, Reader]] = {}
+        """Per watched dataflow, the locations whose frontiers may have moved since the last
+        publication, each with how to read it: all that :meth:`_publish` looks at."""
+        self._publish_scheduled = False
         self._dropped: OrderedDict[str, str] = OrderedDict()
         """Recently dropped dataflows (id -> tenant), so their clients get 410, not 404."""
 
@@ -109,7 +140,7 @@ class DataflowManager:
         """
         load_operator_plugins(self.settings.operator_modules)
         peers = self.settings.workers
-        fabric = Fabric(peers)
+        fabric = self.fabric = Fabric(peers)
         self._workers = [Worker(i, peers, fabric) for i in range(peers)]
         self._sequencers = [Sequencer[tuple[str, str, int]](worker) for worker in self._workers]
         loop = asyncio.get_running_loop()
@@ -168,10 +199,6 @@ class DataflowManager:
                     self._apply(worker, command)
                     command = sequencer.next()
                 await worker.step()
-                if not self._after_scheduled:
-                    # Once per turn of the loop, whichever worker moved things.
-                    self._after_scheduled = True
-                    asyncio.get_running_loop().call_soon(self._after_step)
         except asyncio.CancelledError:
             raise
         except BaseException as error:  # a bug in the engine: fail every request clearly
@@ -203,6 +230,8 @@ class DataflowManager:
             return
         if kind == "create" and record.status == "creating":
             record.status = "running"
+            if record.outputs:
+                self._maybe_completed(record)
         ready = record.ready
         if ready is not None and not ready.done():
             ready.set_result(None)
@@ -215,20 +244,21 @@ class DataflowManager:
             def input(self, name: str, scope: Any) -> Stream:
                 owner = stable_hash(name) % worker.peers
                 return producer_input(
-                    scope, name, owner, manager.limits, lambda p: record.inputs.__setitem__(name, p)
+                    scope, name, owner, manager.limits, lambda p: manager._add_input(record, p)
                 )
 
             def output(self, name: str, stream: Stream) -> None:
                 log = record.outputs.get(name)
                 if log is None:
-                    log = record.outputs[name] = OutputLog(
-                        name, plan.minimum(), worker.peers, manager.limits.output_retention_records
-                    )
+                    log = manager._add_output(record, name, worker.peers)
                 stream.capture_into(log.pusher())
 
         def build(scope: Any) -> BuiltGraph:
             record.index = scope.builder.path[0]
-            return plan.build(scope, Context())
+            built = plan.build(scope, Context())
+            if worker.index == 0:
+                self._follow_operators(record, built)
+            return built
 
         def failed(error: Exception) -> None:
             self._fail(record, error)
@@ -236,6 +266,58 @@ class DataflowManager:
         record.built[worker.index] = worker.dataflow(
             build, domain=_domain(plan.spec.time.depth), on_error=failed
         )
+
+    def _add_input(self, record: DataflowRecord, producer: ProducerInput) -> None:
+        record.inputs[producer.name] = producer
+        location = f"input:{producer.name}"
+        producer.on_frontier = lambda: self._moved_at(record.id, location, producer.frontier)
+
+    def _add_output(self, record: DataflowRecord, name: str, peers: int) -> OutputLog:
+        log = record.outputs[name] = OutputLog(
+            name, record.plan.minimum(), peers, self.limits.output_retention_records
+        )
+        location = f"output:{name}"
+
+        def reader() -> list[Hashable]:
+            return sorted_times(log.frontier())
+
+        def moved(frontier: Antichain[Hashable]) -> None:
+            self._moved_at(record.id, location, reader)
+            if frontier.is_empty():
+                self._maybe_completed(record)
+
+        log.on_frontier = moved
+        return log
+
+    def _follow_operators(self, record: DataflowRecord, built: BuiltGraph) -> None:
+        """Have the engine say which operators' frontiers moved (worker 0 tracks them all)."""
+        scopes: dict[int, tuple[Any, dict[Source, str]]] = {}
+        for node, streams in built.streams.items():
+            for port, stream in enumerate(streams):
+                builder = stream.scope.builder
+                _, names = scopes.setdefault(id(builder), (builder, {}))
+                names[stream.source] = f"operator:{node}:{port}"
+        for builder, names in scopes.values():
+            builder.on_frontier_change(self._operator_listener(record.id, builder, names))
+
+    def _operator_listener(
+        self, dataflow_id: str, builder: Any, names: dict[Source, str]
+    ) -> Callable[[Source], None]:
+        def moved(source: Source) -> None:
+            name = names.get(source)
+            feed = self.frontier_watchers.get(dataflow_id)
+            if name is not None and feed is not None and feed.operator_watches:
+                self._moved_at(
+                    dataflow_id, name, lambda: sorted_times(builder.subgraph.frontier(source))
+                )
+
+        return moved
+
+    def _maybe_completed(self, record: DataflowRecord) -> None:
+        if record.status == "running" and all(
+            log.frontier().is_empty() for log in record.outputs.values()
+        ):
+            record.status = "completed"
 
     def _fail(self, record: DataflowRecord, error: Exception) -> None:
         if record.status in ("failed", "dropped"):
@@ -249,6 +331,7 @@ class DataflowManager:
             producer.dropped = True
         for log in record.outputs.values():
             log.close(reason)
+        self._moved.pop(record.id, None)
         for watch in self.frontier_watchers.pop(record.id, []):
             watch.close(reason)
 
@@ -270,6 +353,10 @@ class DataflowManager:
         except GraphError as error:
             problems = [{"pointer": p.pointer, "detail": p.message} for p in error.problems]
             raise Invalid(f"the graph has {len(problems)} problem(s)", problems) from None
+
+    def plan(self, graph: Any) -> dict[str, Any]:
+        """What creating ``graph`` would build (a dry run); :class:`Invalid` if it cannot."""
+        return self.compile(graph).describe()
 
     async def create(self, tenant: str, graph: Any, name: str | None = None) -> DataflowRecord:
         """Check, compile and build a graph on every worker."""
@@ -302,8 +389,26 @@ class DataflowManager:
             key=lambda r: (r.created_at, r.id),
         )
 
+    def page(self, tenant: str, after: tuple[float, str] | None, limit: int) -> DataflowPage:
+        """Up to ``limit`` of the tenant's dataflows created after ``after`` (creation, id).
+
+        A position stays valid even if the dataflow it names was dropped meanwhile.
+        """
+        records = self.listing(tenant)
+        start = 0
+        if after is not None:
+            start = next(
+                (i for i, r in enumerate(records) if (r.created_at, r.id) > after), len(records)
+            )
+        page = records[start : start + limit]
+        return DataflowPage([r.summary() for r in page], start + limit < len(records))
+
     async def drop(self, tenant: str, dataflow_id: str) -> None:
-        """Stop a dataflow everywhere; subscribers get a final event, producers get 410."""
+        """Stop a dataflow everywhere; subscribers get a final event, producers get 410.
+
+        Everything the service held for it goes: its record, watches, logs and consumers;
+        the engine releases its operators and channels on every worker.
+        """
         record = self.get(tenant, dataflow_id)
         if record.status == "dropped":
             raise Gone(f"dataflow {dataflow_id!r} was already dropped")
@@ -314,9 +419,11 @@ class DataflowManager:
         record.status = "dropped"
         for log in record.outputs.values():
             log.close("the dataflow was dropped")
+        self._moved.pop(record.id, None)
         for watch in self.frontier_watchers.pop(record.id, []):
             watch.close("the dataflow was dropped")
         del self.dataflows[dataflow_id]
+        record.built.clear()
         self._dropped[dataflow_id] = tenant
         while len(self._dropped) > 10_000:
             self._dropped.popitem(last=False)
@@ -339,39 +446,57 @@ class DataflowManager:
             raise NotFound(f"dataflow {dataflow_id!r} has no output {name!r}")
         return log
 
-    # ----------------------------------------------------------------- frontiers
+    def subscribe(
+        self, tenant: str, dataflow_id: str, name: str, frontier: Sequence[Hashable] | None
+    ) -> Subscriber:
+        """A new subscriber to an output's events, from ``frontier`` (a resume point) on.
 
-    def describe(self, record: DataflowRecord, operators: bool = True) -> dict[str, Any]:
+        :class:`~service.app.errors.BadRequest` for a time of another domain,
+        :class:`Gone` for one already forgotten, :class:`LimitExceeded` past
+        ``max_subscribers_per_dataflow``. End it with :meth:`Subscriber.leave`.
+        """
+        log = self.output(tenant, dataflow_id, name)
+        log.check_start(frontier or ())
+        record = self.dataflows[dataflow_id]
+        subscribers = sum(len(output.subscribers) for output in record.outputs.values())
+        if subscribers >= self.limits.max_subscribers_per_dataflow:
+            raise LimitExceeded(
+                f"dataflow {record.id!r} has {subscribers} output subscribers, the limit "
+                "(max_subscribers_per_dataflow)"
+            )
+        return log.subscribe(limit=self.limits.subscriber_queue_events, frontier=frontier)
+
+    # ----------------------------------------------------------------- descriptions
+
+    def describe(self, record: DataflowRecord, operators: bool = True) -> DataflowView:
         """The dataflow in full, with frontiers and record counts.
 
         Its graph, status, inputs and outputs with their frontiers, and (optionally) every
         operator's output frontiers and record counts.
         """
-        result: dict[str, Any] = record.summary()
-        result["graph"] = record.graph
-        result["error"] = record.error
-        result["inputs"] = {
-            name: {
-                "frontier": p.frontier(),
-                "sessions": len(p.sessions),
-                "records_in": p.records_in,
-                "closed": p.closed,
-            }
-            for name, p in record.inputs.items()
-        }
-        result["outputs"] = {
-            name: {"frontier": list(log.frontier()), "records_out": log.records_out}
-            for name, log in record.outputs.items()
-        }
-        if operators:
-            result["operators"] = self.operator_frontiers(record)
-        result["record_errors"] = {
-            node: {"count": n, "last": record.plan.errors.last.get(node)}
-            for node, n in record.plan.errors.counts.items()
-        }
-        return result
+        return DataflowView(
+            record.id,
+            record.name,
+            record.status,
+            record.created_at,
+            record.graph,
+            record.error,
+            {
+                name: InputState(p.frontier(), len(p.sessions), p.records_in, p.closed)
+                for name, p in record.inputs.items()
+            },
+            {
+                name: OutputState(list(log.frontier()), log.records_out)
+                for name, log in record.outputs.items()
+            },
+            {
+                node: RecordErrors(n, record.plan.errors.last.get(node))
+                for node, n in record.plan.errors.counts.items()
+            },
+            self.operator_frontiers(record) if operators else None,
+        )
 
-    def operator_frontiers(self, record: DataflowRecord) -> dict[str, Any]:
+    def operator_frontiers(self, record: DataflowRecord) -> dict[str, OperatorState]:
         """Per node: the frontier at each output port, and the records sent on it (all workers).
 
         Frontiers are the same on every worker (each tracks all of them); records are summed.
@@ -379,14 +504,10 @@ class DataflowManager:
         first = record.built.get(0)
         if first is None:
             return {}
-        result: dict[str, Any] = {}
+        result: dict[str, OperatorState] = {}
         for node, streams in first.streams.items():
             outputs = []
             for port, stream in enumerate(streams):
-                subgraph = stream.scope.builder.subgraph
-                frontier = (
-                    [] if subgraph is None else sorted_times(subgraph.frontier(stream.source))
-                )
                 sent = 0
                 for built in record.built.values():
                     mine = built.streams[node][port]
@@ -394,15 +515,35 @@ class DataflowManager:
                     ports = getattr(child, "output_ports", None)
                     if ports:
                         sent += ports[mine.source.port].records_out
-                outputs.append({"frontier": frontier, "records": sent})
-            result[node] = {"outputs": outputs}
+                outputs.append(PortState(_operator_frontier(stream), sent))
+            result[node] = OperatorState(outputs)
         return result
+
+    def stats(self) -> list[DataflowStats]:
+        """What the metrics show of every dataflow."""
+        result: list[DataflowStats] = []
+        for record in self.dataflows.values():
+            least = [t for p in record.inputs.values() for t in p.frontier() if type(t) is int]
+            outputs: dict[str, OutputStats] = {}
+            for name, log in record.outputs.items():
+                frontier = [t for t in log.frontier() if type(t) is int]
+                lag = max(0, min(least) - min(frontier)) if frontier and least else None
+                outputs[name] = OutputStats(
+                    log.records_out,
+                    lag,
+                    len(log.subscribers),
+                    sum(len(s.queue) for s in log.subscribers),
+                )
+            records_in = {name: p.records_in for name, p in record.inputs.items()}
+            result.append(DataflowStats(record.id, record.status, records_in, outputs))
+        return result
+
+    # ----------------------------------------------------------------- frontiers
 
     def frontiers(self, record: DataflowRecord, operators: bool = False) -> dict[str, list[Any]]:
         """The current frontier of each input and output (and operator output, on request).
 
-        Only frontiers: unlike :meth:`operator_frontiers`, no record counts (this runs after
-        every step of the workers while the dataflow has frontier subscribers).
+        Only frontiers: unlike :meth:`operator_frontiers`, no record counts.
         """
         result: dict[str, list[Any]] = {}
         for name, producer in record.inputs.items():
@@ -414,12 +555,7 @@ class DataflowManager:
             if first is not None:
                 for node, streams in first.streams.items():
                     for port, stream in enumerate(streams):
-                        subgraph = stream.scope.builder.subgraph
-                        result[f"operator:{node}:{port}"] = (
-                            []
-                            if subgraph is None
-                            else sorted_times(subgraph.frontier(stream.source))
-                        )
+                        result[f"operator:{node}:{port}"] = _operator_frontier(stream)
         return result
 
     def watch(self, tenant: str, dataflow_id: str, operators: bool = False) -> FrontierWatch:
@@ -432,7 +568,8 @@ class DataflowManager:
         record = self.get(tenant, dataflow_id)
         feed = self.frontier_watchers.get(record.id)
         if feed is None:
-            feed = self.frontier_watchers[record.id] = FrontierFeed(record.id)
+            feed = self.frontier_watchers[record.id] = FrontierFeed(record.id, self.frontier_codec)
+            feed.pending = lambda: self._publish_moved(record.id)
         if len(feed) >= self.limits.max_subscribers_per_dataflow:
             raise LimitExceeded(
                 f"dataflow {dataflow_id!r} has {len(feed)} frontier subscribers, the limit "
@@ -450,7 +587,11 @@ class DataflowManager:
         return watch
 
     def unwatch(self, watch: FrontierWatch) -> None:
-        """Stop a frontier watch (nothing more is written to its sink)."""
+        """Stop a frontier watch (nothing more is written to its sink).
+
+        A dataflow whose feed has no watch left costs nothing when its frontiers move; the
+        feed itself goes with the dataflow.
+        """
         watch.sink = None
         feed = self.frontier_watchers.get(watch.dataflow_id)
         if feed is not None and watch in feed:
@@ -458,21 +599,39 @@ class DataflowManager:
             if watch.operators:
                 feed.operator_watches -= 1
 
-    def _after_step(self) -> None:
-        """After workers stepped: report frontier changes, notice completed dataflows."""
-        self._after_scheduled = False
-        for dataflow_id, feed in self.frontier_watchers.items():
-            record = self.dataflows.get(dataflow_id)
-            if record is None or not feed:
-                continue
-            feed.publish(self.frontiers(record, feed.operator_watches > 0))
-        for record in self.dataflows.values():
-            if (
-                record.status == "running"
-                and record.outputs
-                and all(log.frontier().is_empty() for log in record.outputs.values())
-            ):
-                record.status = "completed"
+    def _moved_at(self, dataflow_id: str, location: str, read: Reader) -> None:
+        """A location's frontier may have moved: publish it soon, if anyone watches."""
+        if not self.frontier_watchers.get(dataflow_id):
+            return
+        moved = self._moved.get(dataflow_id)
+        if moved is None:
+            moved = self._moved[dataflow_id] = {}
+        moved[location] = read
+        if not self._publish_scheduled:
+            # Once per turn of the loop, whatever moved things (a worker's step, a producer).
+            self._publish_scheduled = True
+            asyncio.get_running_loop().call_soon(self._publish)
+
+    def _publish(self) -> None:
+        """Publish the frontiers that moved since the last time, and only those."""
+        self._publish_scheduled = False
+        moved, self._moved = self._moved, {}
+        for dataflow_id, locations in moved.items():
+            feed = self.frontier_watchers.get(dataflow_id)
+            if feed:
+                feed.publish_moved(locations)
+
+    def _publish_moved(self, dataflow_id: str) -> None:
+        """Publish what moved in one dataflow now (a watch is about to be read)."""
+        locations = self._moved.pop(dataflow_id, None)
+        feed = self.frontier_watchers.get(dataflow_id)
+        if locations and feed:
+            feed.publish_moved(locations)
+
+
+def _operator_frontier(stream: Stream) -> list[Hashable]:
+    subgraph = stream.scope.builder.subgraph
+    return [] if subgraph is None else sorted_times(subgraph.frontier(stream.source))
 
 
 def load_operator_plugins(modules: tuple[str, ...]) -> list[str]:
@@ -499,248 +658,3 @@ def load_operator_plugins(modules: tuple[str, ...]) -> list[str]:
 
 
 _LOADED_PLUGINS: set[str] = set()
-
-
-class FrontierSink(Protocol):
-    """Where a watch writes its events as they happen (a WebSocket, in :mod:`api`).
-
-    Everything is called on the event loop, synchronously: a change is written to every
-    sink from the one callback that noticed it, with no task per subscriber.
-    """
-
-    @staticmethod
-    def encode(payloads: list[bytes]) -> bytes:
-        """The wire form of these events (each one JSON document), to write at once.
-
-        The same function for every sink of a kind: a batch is encoded once and written to
-        all of them.
-        """
-        ...
-
-    def writable(self) -> bool:
-        """Whether more may be written now (the sink's write buffer is under its bound)."""
-        ...
-
-    def write(self, data: bytes) -> None:
-        """Write encoded events (never blocks; a closed sink drops them)."""
-        ...
-
-    def when_writable(self, then: Callable[[], None]) -> None:
-        """Call ``then()`` once the sink is writable again (it is not now)."""
-        ...
-
-    def finish(self, reason: str) -> None:
-        """Send the final event for ``reason`` and close."""
-        ...
-
-
-class _Location:
-    """One location's latest frontier, its encoded event, and when it last changed."""
-
-    __slots__ = ("frontier", "location", "operator", "payload", "seq")
-
-    def __init__(self, location: str) -> None:
-        self.location = location
-        self.operator = location.startswith("operator:")
-        self.frontier: list[Any] = []
-        self.payload = b""
-        self.seq = 0
-
-
-class FrontierFeed(list["FrontierWatch"]):
-    """A dataflow's frontier watches, and the frontiers they are fed from.
-
-    Each change of a location's frontier gets the next sequence number and is encoded once
-    (``{"type": "frontier", ...}`` as JSON); every watch remembers the sequence number up
-    to which it has been given everything. What a watch has not been given is then the
-    latest change of each location changed since, in the order of those changes: coalesced
-    (a location at most once, at its latest frontier, so never backwards) and bounded by
-    the number of locations, with nothing held per watch.
-    """
-
-    __slots__ = ("by_change", "dataflow_id", "locations", "operator_watches", "seq")
-
-    def __init__(self, dataflow_id: str) -> None:
-        super().__init__()
-        self.dataflow_id = dataflow_id
-        self.locations: dict[str, _Location] = {}
-        """Every location, in the order first seen (inputs, outputs, operators)."""
-        self.by_change: dict[str, _Location] = {}
-        """The same, least recently changed first."""
-        self.seq = 0
-        self.operator_watches = 0
-
-    def publish(self, frontiers: dict[str, list[Any]]) -> None:
-        """Note the current frontiers and give every watch the changes."""
-        before = self.seq
-        locations = self.locations
-        by_change = self.by_change
-        for name, frontier in frontiers.items():
-            location = locations.get(name)
-            if location is None:
-                location = locations[name] = _Location(name)
-            elif location.frontier == frontier:
-                continue
-            self.seq += 1
-            location.frontier = frontier
-            location.seq = self.seq
-            location.payload = orjson.dumps(
-                {
-                    "type": "frontier",
-                    "location": name,
-                    "frontier": [encode_time(t) for t in frontier],
-                }
-            )
-            by_change.pop(name, None)
-            by_change[name] = location
-        if self.seq == before or not self:
-            return
-        batches: dict[tuple[Any, bool], bytes] = {}
-        for watch in self:
-            watch._changed(before, batches)
-
-    def since(self, seq: int, operators: bool) -> list[_Location]:
-        """The locations changed after ``seq``, least recently changed first."""
-        changed: list[_Location] = []
-        for location in reversed(self.by_change.values()):
-            if location.seq <= seq:
-                break
-            if operators or not location.operator:
-                changed.append(location)
-        changed.reverse()
-        return changed
-
-
-class FrontierWatch:
-    """A subscriber to a dataflow's frontiers: the latest antichain per location, in order.
-
-    Read it with :meth:`take` (``wake`` is set while there is something to take), or
-    :meth:`attach` a sink: every change is then written to the sink from the callback that
-    noticed it. A sink over its bound is written nothing more until it is writable again;
-    then it gets what it missed, coalesced (see :class:`FrontierFeed`).
-    """
-
-    __slots__ = ("_wake", "closed", "fed", "feed", "fresh", "operators", "sink", "waiting")
-
-    def __init__(self, feed: FrontierFeed, operators: bool) -> None:
-        self.feed = feed
-        self.operators = operators
-        self.fed = feed.seq
-        """Every change up to this sequence number has been given."""
-        self.fresh = True
-        """The current frontiers (as of ``fed``) have not been given yet."""
-        self.sink: FrontierSink | None = None
-        self.waiting = False
-        """The sink was over its bound: it is caught up when it is writable again."""
-        self.closed: str | None = None
-        self._wake: asyncio.Event | None = None
-
-    @property
-    def dataflow_id(self) -> str:
-        """The dataflow watched."""
-        return self.feed.dataflow_id
-
-    @property
-    def wake(self) -> asyncio.Event:
-        """Set while there are changes to take or the watch is closed (pull mode)."""
-        if self._wake is None:
-            self._wake = asyncio.Event()
-            if self.closed is not None or self._pending():
-                self._wake.set()
-        return self._wake
-
-    def _pending(self) -> list[_Location]:
-        feed = self.feed
-        changed = feed.since(self.fed, self.operators)
-        if not self.fresh:
-            return changed
-        current = [
-            location
-            for location in feed.locations.values()
-            if location.seq <= self.fed and (self.operators or not location.operator)
-        ]
-        return current + changed
-
-    def _given(self) -> list[_Location]:
-        pending = self._pending()
-        self.fed = self.feed.seq
-        self.fresh = False
-        return pending
-
-    def take(self) -> list[tuple[str, list[Any]]]:
-        """The changes not yet taken, oldest first (one per location: the latest)."""
-        if self._wake is not None:
-            self._wake.clear()
-        return [(location.location, location.frontier) for location in self._given()]
-
-    def attach(self, sink: FrontierSink) -> None:
-        """Write everything not yet taken to ``sink``, then every change as it happens."""
-        self.sink = sink
-        if self.closed is not None:
-            self._finish(self.closed)
-        else:
-            self._catch_up()
-
-    def close(self, reason: str) -> None:
-        """End the watch with a reason (a sink gets what it has not had, then the reason)."""
-        if self.closed is not None:
-            return
-        self.closed = reason
-        if self.sink is not None:
-            self._finish(reason)
-        elif self._wake is not None:
-            self._wake.set()
-
-    def _finish(self, reason: str) -> None:
-        sink = self.sink
-        assert sink is not None
-        # Bounded (one event per location) whatever the sink's buffer holds.
-        pending = self._given()
-        if pending:
-            sink.write(sink.encode([location.payload for location in pending]))
-        sink.finish(reason)
-
-    def _changed(self, before: int, batches: dict[tuple[Any, bool], bytes]) -> None:
-        """The feed moved from ``before`` on: write the changes (or note them)."""
-        sink = self.sink
-        if sink is None:
-            if self._wake is not None and self.closed is None and self._pending():
-                self._wake.set()
-            return
-        if self.waiting or self.closed is not None:
-            return
-        if not sink.writable():
-            self.waiting = True
-            sink.when_writable(self._writable)
-            return
-        if self.fed != before or self.fresh:
-            self._catch_up()
-            return
-        # Up to date until now, like (nearly) every watch: the batch is encoded once.
-        key = (sink.encode, self.operators)
-        data = batches.get(key)
-        if data is None:
-            changed = self.feed.since(before, self.operators)
-            data = sink.encode([location.payload for location in changed]) if changed else b""
-            batches[key] = data
-        self.fed = self.feed.seq
-        if data:
-            sink.write(data)
-
-    def _catch_up(self) -> None:
-        sink = self.sink
-        assert sink is not None
-        pending = self._given()
-        if pending:
-            sink.write(sink.encode([location.payload for location in pending]))
-
-    def _writable(self) -> None:
-        self.waiting = False
-        sink = self.sink
-        if sink is None or self.closed is not None:
-            return
-        if sink.writable():
-            self._catch_up()
-        else:
-            self.waiting = True
-            sink.when_writable(self._writable)

@@ -20,7 +20,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from operators.capture import Messages, Progress
-from service.app.errors import Invalid
+from operators.capture.event import encode_time
+from service.app.errors import BadRequest, Gone, Invalid
+from service.app.views import ConsumerView, OutputPage
 from service.progress import Antichain, MutableAntichain, less_equal, same_domain
 
 
@@ -66,6 +68,8 @@ class Subscriber:
     resume: list[Hashable] = field(default_factory=list)
     """Everything before this frontier has been delivered (a resume point)."""
     seen: MutableAntichain[Hashable] = field(default_factory=MutableAntichain)
+    output: OutputLog | None = field(default=None, repr=False)
+    """The log it reads (``None`` once it left)."""
 
     def offer(self, event: Messages | Progress) -> bool:
         """Queue an event; ``False`` (and closed) if the queue is over its limit."""
@@ -78,6 +82,12 @@ class Subscriber:
         self.queue.append(event)
         self.wake.set()
         return True
+
+    def leave(self) -> None:
+        """Stop reading: the log delivers nothing more to this subscriber."""
+        output, self.output = self.output, None
+        if output is not None:
+            output.unsubscribe(self)
 
     def take(self) -> list[Messages | Progress]:
         """Everything queued, in order."""
@@ -108,6 +118,8 @@ class OutputLog:
         self.closed_reason: str | None = None
         self.consumers: dict[str, Hashable | None] = {}
         """Registered readers and the time before which each has read everything."""
+        self.on_frontier: Callable[[Antichain[Hashable]], None] | None = None
+        """Called with the merged frontier each time it moves."""
 
     # ----------------------------------------------------------------- the pusher side
 
@@ -135,6 +147,8 @@ class OutputLog:
             for subscriber in self.subscribers:
                 subscriber.offer(merged)
             self._evict()
+            if self.on_frontier is not None:
+                self.on_frontier(self._frontier.frontier())
 
     def _evict(self) -> None:
         """Forget completed times that are no longer needed.
@@ -172,11 +186,12 @@ class OutputLog:
                 return None  # incomparable commits: keep everything (conservative)
         return least
 
-    def commit(self, consumer: str, committed: Hashable | None) -> None:
+    def commit(self, consumer: str, committed: Hashable | None) -> ConsumerView:
         """Register ``consumer`` as having read every time before ``committed``.
 
         Once every registered consumer has committed past a completed time, the output may
         forget it. A commit never moves backwards: an earlier time than before is ignored.
+        Returns the consumer as registered now.
         """
         if committed is not None and not self.matches(committed):
             raise Invalid(
@@ -188,6 +203,7 @@ class OutputLog:
             committed = before
         self.consumers[consumer] = committed
         self._evict()
+        return ConsumerView(consumer, committed, list(self.frontier()))
 
     def forget_consumer(self, consumer: str) -> bool:
         """Unregister a consumer; returns whether it was registered."""
@@ -214,6 +230,47 @@ class OutputLog:
         ]
         times.sort(key=_sort_key)
         return times
+
+    def check_start(self, times: Iterable[Hashable]) -> None:
+        """Check that reading may start at ``times`` (or end there).
+
+        Raises :class:`BadRequest` for a time of another domain, and :class:`Gone` for one
+        whose records may have been forgotten (a read from it would miss some).
+        """
+        for time in times:
+            if not self.matches(time):
+                raise BadRequest(
+                    f"{encode_time(time)} is not a time of output {self.name!r}'s time domain"
+                )
+            if self.is_forgotten(time):
+                retained = [encode_time(e) for e in self.evicted]
+                raise Gone(
+                    f"records at {encode_time(time)} are no longer retained by output "
+                    f"{self.name!r}; retained times start after {retained}"
+                )
+
+    def page(
+        self, start: Hashable | None, end: Hashable | None, limit: int, counts: bool = False
+    ) -> OutputPage:
+        """The retained complete times in ``[start, end)``, at most ``limit`` of them.
+
+        Each with its records, or (``counts``) their number.
+        """
+        for time in (start, end):
+            if time is not None and not self.matches(time):
+                self.check_start((time,))  # refuses it
+        if start is not None:
+            self.check_start((start,))
+        times = self.complete_times(start, end)
+        page = times[:limit]
+        more = times[limit] if len(times) > limit else None
+        frontier = list(self.frontier())
+        integers = self.matches(0)
+        if counts:
+            counted = [self.count_at(t) for t in page]
+            return OutputPage(self.name, integers, page, frontier, more, counts=counted)
+        records = [self.records_at(t) for t in page]
+        return OutputPage(self.name, integers, page, frontier, more, records=records)
 
     def records_at(self, time: Hashable) -> list[Any]:
         """The retained records at ``time`` (empty if none or forgotten)."""
@@ -273,6 +330,7 @@ class OutputLog:
         for event in backlog:
             subscriber.offer(event)
         subscriber.limit = max(limit, 1)
+        subscriber.output = self
         self.subscribers.append(subscriber)
         return subscriber
 

@@ -108,6 +108,7 @@ class SubgraphBuilder:
         """Per scope output: the pushers of the parent's edges leaving the scope."""
         self._input_counts: list[ChangeBatch[Hashable]] = []
         self._watched: list[tuple[Source, MutableAntichain[Hashable]]] = []
+        self._listeners: list[Callable[[Source], None]] = []
         self.subgraph: Subgraph | None = None
         # Activations that arrive before ``build`` (records pushed at construction time)
         # are remembered here and replayed.
@@ -177,6 +178,15 @@ class SubgraphBuilder:
         port, with no operator, edge or scheduling of its own.
         """
         self._watched.append((source, frontier))
+
+    def on_frontier_change(self, listener: Callable[[Source], None]) -> None:
+        """Call ``listener(source)`` whenever the frontier at an output port may have moved.
+
+        Called from the scope's propagation with the sources its tracker pushed changes
+        for (from when the scope runs), so a watcher of many frontiers reads only those
+        that moved, instead of comparing all of them after every step.
+        """
+        self._listeners.append(listener)
 
     def new_input(self, outer_tee: Tee, parent: SubgraphBuilder, index_in_parent: int) -> int:
         """Open a scope input fed by ``outer_tee`` in the parent; return its port number.
@@ -315,6 +325,7 @@ class Subgraph:
         self._watchers: dict[Source, list[MutableAntichain[Hashable]]] = {}
         for source, frontier in builder._watched:
             self._watchers.setdefault(source, []).append(frontier)
+        self._listeners = builder._listeners
 
         # Initial capabilities: every worker assumes every worker's operators start with
         # one per output; these counts are applied locally and never broadcast.
@@ -481,12 +492,15 @@ class Subgraph:
         tracker.propagate_all()
         children = self._children
         watchers = self._watchers
+        listeners = self._listeners
         for location, time, diff in tracker.drain_pushed():
             node = location.node
             if not isinstance(location, Target):
                 if watchers:
                     for frontier in watchers.get(location, ()):
                         frontier.update_iter(((time, diff),))
+                for listener in listeners:
+                    listener(location)
                 continue
             if node == 0:
                 continue

@@ -7,7 +7,7 @@ import pyarrow.ipc
 import pytest
 
 from api.server.arrow import ArrowRecords, columns_from_arrow
-from api.server.problems import BadRequest
+from service.app import BadRequest
 
 
 def body(columns: dict[str, Any]) -> bytes:

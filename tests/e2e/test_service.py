@@ -888,3 +888,49 @@ async def test_http_producer_of_a_dropped_dataflow_gets_410(service: Server) -> 
         with pytest.raises(FrontierError) as gone:
             await session.push([[0, "a"]])
         assert gone.value.status == 410
+
+
+async def test_the_server_header_names_the_product_and_nothing_else(service: Server) -> None:
+    # Every kind of answer: a body, a problem, a 404 of the router, a WebSocket upgrade.
+    async with aiohttp.ClientSession(service.url) as http:
+        for method, path in [
+            ("GET", "/healthz"),
+            ("GET", "/v1/dataflows"),
+            ("GET", "/v1/dataflows/nope"),
+            ("GET", "/no/such/route"),
+            ("POST", "/v1/dataflows"),
+        ]:
+            async with http.request(method, path, data=b"{") as response:
+                assert response.headers.getall("Server") == ["frontier"], (method, path)
+        created = await (await http.post("/v1/dataflows", json={"graph": WORDS_COUNT})).json()
+        async with http.ws_connect(f"/v1/dataflows/{created['id']}/frontiers") as ws:
+            assert ws._response.headers.getall("Server") == ["frontier"]
+        await http.delete(f"/v1/dataflows/{created['id']}")
+
+
+async def test_a_producer_socket_whose_session_is_closed_elsewhere_ends_with_4404(
+    service: Server,
+) -> None:
+    async with aiohttp.ClientSession(service.url) as http:
+        created = await (await http.post("/v1/dataflows", json={"graph": WORDS_COUNT})).json()
+        df = created["id"]
+        async with ws_connect(service, f"/v1/dataflows/{df}/inputs/words/push") as ws:
+            opened = orjson.loads(await ws.recv())
+            session = opened["session"]
+            # The session is closed over HTTP while its socket is open ...
+            closing = await http.delete(f"/v1/dataflows/{df}/inputs/words/sessions/{session}")
+            assert closing.status == 200
+            # ... so the socket's next push finds no session: an error, then 4404.
+            await ws.send(orjson.dumps({"type": "push", "seq": 1, "records": [[0, "a"]]}))
+            detail = f"input 'words' has no open session {session!r}"
+            assert await read_to_close(ws) == [
+                {
+                    "type": "error",
+                    "title": "Not found",
+                    "status": 404,
+                    "detail": detail,
+                    "credits": opened["credits"],
+                }
+            ]
+            assert (ws.close_code, ws.close_reason) == (4404, detail)
+        await http.delete(f"/v1/dataflows/{df}")

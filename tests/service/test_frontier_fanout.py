@@ -25,10 +25,11 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
+from api.codec import frontier_event
 from api.server import create_app, websockets
 from api.server.app import MANAGER
 from service.app import DataflowManager, Limits, Settings
-from service.app.manager import FrontierFeed, FrontierWatch
+from service.app.frontiers import FrontierFeed, FrontierWatch
 
 DOUBLE = {
     "nodes": {
@@ -623,7 +624,7 @@ def at(t: int, operator: int | None = None) -> dict[str, list[Any]]:
 
 
 def test_a_change_is_encoded_once_and_the_same_bytes_go_to_everyone() -> None:
-    feed = FrontierFeed("d")
+    feed = FrontierFeed("d", frontier_event)
     feed.publish(at(0, operator=0))
     sinks = [fed(feed)[1] for _ in range(3)]
     detailed = [fed(feed, operators=True)[1] for _ in range(2)]
@@ -652,7 +653,7 @@ def test_a_change_is_encoded_once_and_the_same_bytes_go_to_everyone() -> None:
 
 
 def test_a_sink_over_its_bound_is_coalesced_until_it_drains() -> None:
-    feed = FrontierFeed("d")
+    feed = FrontierFeed("d", frontier_event)
     feed.publish(at(0))
     watch, slow = fed(feed)
     _, fast = fed(feed)
@@ -682,7 +683,7 @@ def test_a_sink_over_its_bound_is_coalesced_until_it_drains() -> None:
 
 
 def test_a_sink_still_full_after_a_wake_waits_again() -> None:
-    feed = FrontierFeed("d")
+    feed = FrontierFeed("d", frontier_event)
     feed.publish(at(0))
     watch, slow = fed(feed)
     slow.full = True
@@ -696,7 +697,7 @@ def test_a_sink_still_full_after_a_wake_waits_again() -> None:
 
 
 def test_close_writes_what_is_missing_then_finishes_even_over_the_bound() -> None:
-    feed = FrontierFeed("d")
+    feed = FrontierFeed("d", frontier_event)
     feed.publish(at(0))
     watch, slow = fed(feed)
     slow.full = True
@@ -712,7 +713,7 @@ def test_close_writes_what_is_missing_then_finishes_even_over_the_bound() -> Non
 
 
 def test_a_watch_closed_before_its_sink_is_attached_gets_everything_then_closed() -> None:
-    feed = FrontierFeed("d")
+    feed = FrontierFeed("d", frontier_event)
     feed.publish(at(0))
     watch = FrontierWatch(feed, False)
     feed.append(watch)
@@ -725,7 +726,7 @@ def test_a_watch_closed_before_its_sink_is_attached_gets_everything_then_closed(
 
 
 def test_unwatched_sinks_are_written_nothing_more() -> None:
-    feed = FrontierFeed("d")
+    feed = FrontierFeed("d", frontier_event)
     feed.publish(at(0))
     manager = DataflowManager(Settings())
     manager.frontier_watchers["d"] = feed
@@ -748,7 +749,7 @@ async def test_a_watch_of_a_failed_dataflow_is_closed_at_once() -> None:
         },
         "edges": [["x", "m"], ["m", "out"]],
     }
-    manager = DataflowManager(Settings())
+    manager = DataflowManager(Settings(), frontier_codec=frontier_event)
     await manager.start()
     try:
         record = await manager.create("t", failing)

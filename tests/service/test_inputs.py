@@ -7,6 +7,7 @@ checks what reaches the output, not only what the input answers.
 from __future__ import annotations
 
 from collections.abc import Hashable
+from dataclasses import asdict
 from typing import Any
 
 import pytest
@@ -215,7 +216,7 @@ async def test_push_records_reach_the_output_per_time(start: Start, workers: int
     await frontier_is(log, [])
     assert output(log) == {0: ["a", "c"], 1: ["d"], 2: ["b"]}
     assert (x.records_in, log.records_out) == (4, 4)
-    assert manager.describe(record, operators=False)["inputs"] == {
+    assert asdict(manager.describe(record, operators=False))["inputs"] == {
         "x": {"frontier": [], "sessions": 0, "records_in": 4, "closed": True}
     }
 

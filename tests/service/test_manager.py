@@ -7,6 +7,7 @@ whatever happens; waiting is always bounded and by yielding to the loop, never b
 from __future__ import annotations
 
 import asyncio
+from dataclasses import asdict
 from typing import Any
 
 import pytest
@@ -19,7 +20,7 @@ from service.app import (
     LimitExceeded,
     NotFound,
 )
-from service.app.manager import FrontierWatch
+from service.app.frontiers import FrontierWatch
 from service.app.outputs import OutputLog
 from service.runtime import stable_hash
 from tests.service.support import Start, settle, until
@@ -81,7 +82,7 @@ async def test_create_get_listing_drop(start: Start, workers: int) -> None:
     assert (list(first.inputs), list(first.outputs)) == (["x"], ["out"])
     assert manager.get("t", first.id) is first
     assert manager.listing("t") == [first, second]
-    assert first.summary() == {
+    assert asdict(first.summary()) == {
         "id": first.id,
         "name": "first",
         "status": "running",
@@ -276,7 +277,7 @@ async def test_status_completes_when_every_output_is_complete(start: Start, work
     await until(lambda: record.status == "completed", "the dataflow completes")
     assert (frontier(ox), frontier(oy)) == ([], [])
     assert (ox.records_at(3), ox.complete_times(None, None)) == (["a"], [3])
-    assert manager.describe(record, operators=False)["status"] == "completed"
+    assert manager.describe(record, operators=False).status == "completed"
 
 
 async def test_status_completes_when_the_input_lives_on_another_worker(start: Start) -> None:
@@ -307,7 +308,7 @@ async def test_a_failing_expression_fails_its_dataflow_only(start: Start, worker
     assert record.error == FAILED
     assert subscriber.closed == f"the dataflow failed: {FAILED}"
     assert log.subscribers == []
-    assert manager.describe(record, operators=False)["error"] == FAILED
+    assert manager.describe(record, operators=False).error == FAILED
     with pytest.raises(Gone) as caught:
         manager.input("t", record.id, "x")
     assert caught.value.detail == f"dataflow {record.id!r} is failed"
@@ -468,7 +469,7 @@ async def test_describe(start: Start, workers: int) -> None:
         "worker 0 sees the operators pass 1",
     )
     at = [{"frontier": [2], "records": n} for n in (5, 5, 4, 3)]
-    assert manager.describe(record) == {
+    assert asdict(manager.describe(record)) == {
         "id": record.id,
         "name": "small",
         "status": "running",
@@ -486,7 +487,7 @@ async def test_describe(start: Start, workers: int) -> None:
         },
         "record_errors": {"double": {"count": 1, "last": "no such overload: string * int"}},
     }
-    assert "operators" not in manager.describe(record, operators=False)
+    assert manager.describe(record, operators=False).operators is None
     assert {t: sorted(log.records_at(t)) for t in log.complete_times(None, None)} == {
         0: [4, 10],
         1: [6],

@@ -1,0 +1,212 @@
+"""The wire form of what the service answers: times, events, views, as JSON.
+
+The one place in :mod:`api` that knows how a time, a captured event or a view of the
+service's state is written: handlers call these and never build such JSON themselves.
+Times are integers, or ``[outer, inner]`` arrays for products (nested for deeper scopes),
+the format of captured events (``docs/events.md``), which reaches the API through
+:mod:`service.app`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable
+from typing import Any, cast
+
+import orjson
+
+from service.app import (
+    Ack,
+    ConsumerView,
+    DataflowSummary,
+    DataflowView,
+    Event,
+    InputView,
+    OutputPage,
+    decode_time,
+    encode_time,
+    event_to_json,
+)
+from service.progress import Product, check_time
+
+
+def time_from_json(value: object) -> int | Product[Any, Any]:
+    """The engine time of a JSON time: an int, or a :class:`Product` for ``[outer, inner]``.
+
+    It is idempotent: an engine time (what the models' ``Time`` fields hold) is checked
+    and returned as it is.
+
+    Args:
+        value: A decoded JSON value (``orjson.loads``), or an engine time.
+
+    Returns:
+        The time, as the engine compares and hashes it.
+
+    Raises:
+        ValueError: ``value`` is not a time (a string, a float, a bool, a negative or too
+            large integer, or an array that is not two times).
+
+    >>> time_from_json(5), time_from_json([[1, 0], 2])
+    (5, Product(outer=Product(outer=1, inner=0), inner=2))
+    >>> time_from_json("5")
+    Traceback (most recent call last):
+    ...
+    operators.capture.event.EventFormatError: not a time: '5'
+    """
+    if isinstance(value, Product):
+        try:
+            check_time(value)
+        except TypeError as error:
+            raise ValueError(f"not a time: {value!r}") from error
+        return value
+    return cast("int | Product[Any, Any]", decode_time(value))
+
+
+def time_to_json(time: Hashable) -> int | list[Any]:
+    """The JSON form of an engine time: the inverse of :func:`time_from_json`.
+
+    Args:
+        time: An int in ``[0, 2**64)`` or a :class:`Product` of times.
+
+    Returns:
+        The int, or ``[outer, inner]`` (nested for nested products).
+
+    Raises:
+        TypeError: ``time`` is not an int or a product.
+        ValueError: an integer coordinate is outside ``[0, 2**64)``.
+
+    >>> time_to_json(Product(Product(1, 0), 2))
+    [[1, 0], 2]
+    """
+    return cast("int | list[Any]", encode_time(time))
+
+
+def times_json(times: Iterable[Hashable]) -> list[Any]:
+    """Times (a frontier, say) in their JSON form."""
+    return [encode_time(t) for t in times]
+
+
+def optional_time_json(time: Hashable | None) -> Any:
+    """A time in its JSON form, or ``None``."""
+    return None if time is None else encode_time(time)
+
+
+def event_json(event: Event) -> dict[str, Any]:
+    """A captured output event: ``{"type": "messages" | "progress", ...}``."""
+    return event_to_json(event)
+
+
+def frontier_event(location: str, frontier: list[Hashable]) -> bytes:
+    """The ``frontier`` event of one location, encoded: what every frontier watch is sent.
+
+    >>> frontier_event("output:out", [3])
+    b'{"type":"frontier","location":"output:out","frontier":[3]}'
+    """
+    return orjson.dumps(
+        {"type": "frontier", "location": location, "frontier": times_json(frontier)}
+    )
+
+
+def summary_json(summary: DataflowSummary) -> dict[str, Any]:
+    """A dataflow as listings show it."""
+    return {
+        "id": summary.id,
+        "name": summary.name,
+        "status": summary.status,
+        "created_at": summary.created_at,
+        "inputs": summary.inputs,
+        "outputs": summary.outputs,
+    }
+
+
+def dataflow_json(view: DataflowView) -> dict[str, Any]:
+    """A dataflow in full (``operators`` only when the view has them)."""
+    result: dict[str, Any] = {
+        "id": view.id,
+        "name": view.name,
+        "status": view.status,
+        "created_at": view.created_at,
+        "inputs": {
+            name: {
+                "frontier": times_json(i.frontier),
+                "sessions": i.sessions,
+                "records_in": i.records_in,
+                "closed": i.closed,
+            }
+            for name, i in view.inputs.items()
+        },
+        "outputs": {
+            name: {"frontier": times_json(o.frontier), "records_out": o.records_out}
+            for name, o in view.outputs.items()
+        },
+        "graph": view.graph,
+        "error": view.error,
+    }
+    if view.operators is not None:
+        result["operators"] = {
+            node: {
+                "outputs": [
+                    {"frontier": times_json(p.frontier), "records": p.records}
+                    for p in state.outputs
+                ]
+            }
+            for node, state in view.operators.items()
+        }
+    result["record_errors"] = {
+        node: {"count": e.count, "last": e.last} for node, e in view.record_errors.items()
+    }
+    return result
+
+
+def ack_json(ack: Ack) -> dict[str, Any]:
+    """What a push, advance, commit or close answers."""
+    return {
+        "seq": ack.seq,
+        "session_time": optional_time_json(ack.session_time),
+        "input_frontier": times_json(ack.input_frontier),
+        "applied": ack.applied,
+    }
+
+
+def input_json(view: InputView) -> dict[str, Any]:
+    """An input with its sessions and open transactions."""
+    return {
+        "input": view.name,
+        "frontier": times_json(view.frontier),
+        "time": optional_time_json(view.time),
+        "closed": view.closed,
+        "records_in": view.records_in,
+        "sessions": [{"session": s.id, "time": encode_time(s.time)} for s in view.sessions],
+        "staged": view.staged,
+        "transactions": [
+            {"transaction": name, "staged": size} for name, size in view.transactions.items()
+        ],
+    }
+
+
+def page_json(page: OutputPage) -> dict[str, Any]:
+    """A page of an output's completed times, with their records or their counts."""
+    if page.counts is not None:
+        times = [
+            {"time": encode_time(t), "count": n}
+            for t, n in zip(page.times, page.counts, strict=True)
+        ]
+    else:
+        times = [
+            {"time": encode_time(t), "records": records}
+            for t, records in zip(page.times, page.records or (), strict=True)
+        ]
+    return {"times": times, "frontier": times_json(page.frontier), "next_cursor": cursor(page)}
+
+
+def cursor(page: OutputPage) -> str | None:
+    """Where the next page of times starts (its first time as JSON text), if there is one."""
+    return None if page.next is None else orjson.dumps(encode_time(page.next)).decode()
+
+
+def consumer_json(view: ConsumerView) -> dict[str, Any]:
+    """A consumer of an output and what it has committed."""
+    return {
+        "consumer": view.consumer,
+        "committed": optional_time_json(view.committed),
+        "frontier": times_json(view.frontier),
+    }

@@ -1,0 +1,59 @@
+"""Transactions: stage records, abort, and commit them (through a session or the input)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from api.codec import ack_json
+from api.models import Commit, InputCommit, Stage
+from api.server.arrow import ARROW_STREAM, columns_from_arrow
+from api.server.context import SETTINGS
+from api.server.http import json_response, parse
+from api.server.inputs import producer_of
+from service.app import Columns, LimitExceeded
+
+
+async def stage(request: web.Request) -> web.Response:
+    """Stage records in a transaction (an Arrow body stays columnar until the commit)."""
+    producer = producer_of(request)
+    records: list[tuple[Any, Any]] | Columns
+    if request.content_type == ARROW_STREAM:
+        records = columns_from_arrow(await request.read())
+    else:
+        records = list((await parse(request, Stage)).records)
+    most = request.app[SETTINGS].limits.max_batch_records
+    if len(records) > most:
+        raise LimitExceeded(f"a batch of {len(records)} records exceeds max_batch_records ({most})")
+    staged = producer.stage(request.match_info["txn"], records)
+    return json_response({"staged": staged})
+
+
+async def abort(request: web.Request) -> web.Response:
+    """Abort a transaction."""
+    return json_response({"discarded": producer_of(request).abort(request.match_info["txn"])})
+
+
+async def commit(request: web.Request) -> web.Response:
+    """Commit staged transactions (and advance the session) atomically."""
+    producer = producer_of(request)
+    body = await parse(request, Commit)
+    ack = producer.commit(
+        request.match_info["session"],
+        list(body.transactions),
+        body.idempotency_key,
+        body.advance_to,
+        body.discard,
+    )
+    return json_response(ack_json(ack))
+
+
+async def commit_input(request: web.Request) -> web.Response:
+    """Commit staged transactions without a session, at the input's time (and advance it)."""
+    producer = producer_of(request)
+    body = await parse(request, InputCommit)
+    ack = producer.commit(
+        None, list(body.transactions), body.idempotency_key, body.advance_to, body.discard
+    )
+    return json_response(ack_json(ack))

@@ -1,0 +1,173 @@
+"""What the service answers: typed, immutable views of its state.
+
+The service core speaks in these values; :mod:`api` alone turns them into JSON, Arrow or
+WebSocket frames. Times in them are engine times (``int`` or
+:class:`~service.progress.Product`), never their wire form.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Ack:
+    """What a push, advance or commit answers: the sequence number and the times now."""
+
+    seq: int | None
+    session_time: Hashable | None
+    input_frontier: list[Hashable]
+    applied: int
+
+
+@dataclass(frozen=True, slots=True)
+class SessionView:
+    """An open producer session: its id and its time."""
+
+    id: str
+    time: Hashable
+
+
+@dataclass(frozen=True, slots=True)
+class InputView:
+    """An input: its frontier and time, sessions, and what its open transactions staged."""
+
+    name: str
+    frontier: list[Hashable]
+    time: Hashable | None
+    closed: bool
+    records_in: int
+    sessions: list[SessionView]
+    staged: int
+    transactions: dict[str, int]
+    """Records staged per open transaction."""
+
+
+@dataclass(frozen=True, slots=True)
+class InputState:
+    """An input as a dataflow's description shows it."""
+
+    frontier: list[Hashable]
+    sessions: int
+    records_in: int
+    closed: bool
+
+
+@dataclass(frozen=True, slots=True)
+class OutputState:
+    """An output as a dataflow's description shows it."""
+
+    frontier: list[Hashable]
+    records_out: int
+
+
+@dataclass(frozen=True, slots=True)
+class PortState:
+    """One output port of an operator: its frontier and the records sent on it (all workers)."""
+
+    frontier: list[Hashable]
+    records: int
+
+
+@dataclass(frozen=True, slots=True)
+class OperatorState:
+    """One operator (graph node): its output ports."""
+
+    outputs: list[PortState]
+
+
+@dataclass(frozen=True, slots=True)
+class RecordErrors:
+    """Records an operator dropped because its expression failed on them."""
+
+    count: int
+    last: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class DataflowSummary:
+    """A dataflow as a listing shows it."""
+
+    id: str
+    name: str
+    status: str
+    created_at: float
+    inputs: list[str]
+    outputs: list[str]
+
+
+@dataclass(frozen=True, slots=True)
+class DataflowView:
+    """A dataflow in full: its graph, status, inputs and outputs with their frontiers."""
+
+    id: str
+    name: str
+    status: str
+    created_at: float
+    graph: Any
+    error: str | None
+    inputs: dict[str, InputState]
+    outputs: dict[str, OutputState]
+    record_errors: dict[str, RecordErrors]
+    operators: dict[str, OperatorState] | None = None
+    """Per node, when asked for (``None`` otherwise)."""
+
+
+@dataclass(frozen=True, slots=True)
+class DataflowPage:
+    """A page of a tenant's dataflows, oldest first."""
+
+    items: list[DataflowSummary]
+    more: bool
+    """Whether dataflows follow the last item (ask again after it)."""
+
+
+@dataclass(frozen=True, slots=True)
+class OutputPage:
+    """Completed times of an output, a page at a time.
+
+    ``records`` (one list per time) or ``counts`` (one count per time) is set, as asked.
+    """
+
+    output: str
+    integer_times: bool
+    """Whether the output's times are integers (not products)."""
+    times: list[Hashable]
+    frontier: list[Hashable]
+    next: Hashable | None
+    """The first time of the next page (``None``: this is the last)."""
+    records: list[list[Any]] | None = None
+    counts: list[int] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerView:
+    """A registered reader of an output: the time before which it has read everything."""
+
+    consumer: str
+    committed: Hashable | None
+    frontier: list[Hashable]
+
+
+@dataclass(frozen=True, slots=True)
+class DataflowStats:
+    """What the metrics show of one dataflow."""
+
+    id: str
+    status: str
+    records_in: dict[str, int]
+    """Per input."""
+    outputs: dict[str, OutputStats]
+
+
+@dataclass(frozen=True, slots=True)
+class OutputStats:
+    """What the metrics show of one output."""
+
+    records_out: int
+    lag: int | None
+    """How far the output's frontier is behind its inputs' (integer times; None if unknown)."""
+    subscribers: int
+    queued: int
