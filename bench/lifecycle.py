@@ -1,0 +1,161 @@
+"""Benchmark of what a dataflow leaves behind: server RSS over many create/use/drop cycles.
+
+A server (``frontier serve``, 2 workers, access log off) runs in a subprocess on 127.0.0.1,
+started from each ``--checkout`` in turn (its code: the checkout's ``api`` and ``service``
+come first on ``sys.path``), so a run can hold the code before and after a change side by
+side. Each *cycle*, over real sockets: create a dataflow ``input -> exchange -> count_by ->
+output``, open a producer session and push 3 records at time 0, open a frontier WebSocket
+(``/frontiers?operators=true``) and an output event WebSocket, register a consumer and commit
+it, advance the session to 1, wait until the frontier socket reports ``output:out`` at
+``[1]``, close both sockets, drop the dataflow. The server's RSS (``VmRSS``) is read before
+the first cycle (after 20 warm-up cycles, so that allocator pools and caches are warm) and
+after every ``--every`` cycles. The figure is the growth per 1,000 cycles, from a least-squares
+line through the readings (a leak grows linearly; noise does not).
+
+    .venv/bin/python bench/lifecycle.py --cycles 10000 --checkout . --checkout /tmp/before
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import orjson
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.common import table
+from bench.service import ServerProcess, free_port
+
+GRAPH = {
+    "nodes": {
+        "x": {"op": "input"},
+        "spread": {"op": "exchange", "key": "r"},
+        "n": {"op": "count_by", "key": "r % 3"},
+        "out": {"op": "output"},
+    },
+    "edges": [["x", "spread"], ["spread", "n"], ["n", "out"]],
+}
+
+
+def start(checkout: Path) -> ServerProcess:
+    port = free_port()
+    code = (
+        f"import sys; sys.path.insert(0, {str(checkout.resolve())!r}); "
+        "from api.cli import main; sys.exit(main())"
+    )
+    command = [
+        sys.executable,
+        "-c",
+        code,
+        "serve",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--workers",
+        "2",
+        "--access-log",
+        "off",
+    ]
+    return ServerProcess(checkout.name or "here", command, port, "/readyz")
+
+
+async def cycle(http: aiohttp.ClientSession, url: str) -> None:
+    async with http.post(f"{url}/v1/dataflows", json={"graph": GRAPH}) as response:
+        assert response.status == 201, await response.text()
+        dataflow = (await response.json())["id"]
+    base = f"{url}/v1/dataflows/{dataflow}"
+    async with http.post(f"{base}/inputs/x/sessions", json={}) as response:
+        session = (await response.json())["session"]
+    push = {"seq": 1, "records": [[0, 1], [0, 2], [0, 4]]}
+    async with http.post(f"{base}/inputs/x/sessions/{session}/push", json=push) as response:
+        assert response.status == 200, await response.text()
+    frontiers = await http.ws_connect(f"{base}/frontiers?operators=true")
+    events = await http.ws_connect(f"{base}/outputs/out/events")
+    async with http.put(f"{base}/outputs/out/consumers/reader", json={"committed": 0}) as r:
+        assert r.status == 200, await r.text()
+    advance = {"time": 1}
+    async with http.post(f"{base}/inputs/x/sessions/{session}/advance", json=advance) as r:
+        assert r.status == 200, await r.text()
+    async for message in frontiers:
+        event = orjson.loads(message.data)
+        if event == {"type": "frontier", "location": "output:out", "frontier": [1]}:
+            break
+    await frontiers.close()
+    await events.close()
+    async with http.delete(base) as response:
+        assert response.status == 204, await response.text()
+
+
+def slope(points: list[tuple[int, int]]) -> float:
+    """Least-squares KiB per cycle."""
+    n = len(points)
+    mx = sum(x for x, _ in points) / n
+    my = sum(y for _, y in points) / n
+    var = sum((x - mx) ** 2 for x, _ in points)
+    return sum((x - mx) * (y - my) for x, y in points) / var if var else 0.0
+
+
+async def measure(checkout: Path, cycles: int, every: int) -> dict[str, Any]:
+    server = start(checkout)
+    try:
+        async with aiohttp.ClientSession() as http:
+            await server.wait_ready(http)
+            for _ in range(20):
+                await cycle(http, server.url)
+            points = [(0, server.rss_kib())]
+            began = time.perf_counter()
+            for i in range(1, cycles + 1):
+                await cycle(http, server.url)
+                if i % every == 0:
+                    points.append((i, server.rss_kib()))
+            seconds = time.perf_counter() - began
+        return {
+            "checkout": str(checkout),
+            "points": points,
+            "kib_per_1000": slope(points) * 1000,
+            "cycles_per_s": cycles / seconds,
+        }
+    finally:
+        server.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--checkout", type=Path, action="append", default=None)
+    parser.add_argument("--cycles", type=int, default=10_000)
+    parser.add_argument("--every", type=int, default=1_000)
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args()
+    checkouts = args.checkout or [Path(".")]
+    results = [asyncio.run(measure(c, args.cycles, args.every)) for c in checkouts]
+    rows = []
+    for result in results:
+        points = result["points"]
+        rows.append(
+            [
+                result["checkout"],
+                f"{points[0][1] / 1024:.1f}",
+                f"{points[-1][1] / 1024:.1f}",
+                f"{points[-1][0]}",
+                f"{result['kib_per_1000']:.0f}",
+                f"{result['cycles_per_s']:.0f}",
+            ]
+        )
+    headers = ["checkout", "RSS start MiB", "RSS end MiB", "cycles", "KiB/1000 cycles", "cycles/s"]
+    print(table(headers, rows))
+    for result in results:
+        trace = ", ".join(f"{i}: {kib / 1024:.1f}" for i, kib in result["points"])
+        print(f"{result['checkout']}: RSS MiB after cycles {trace}")
+    if args.json:
+        args.json.write_bytes(orjson.dumps(results, option=orjson.OPT_INDENT_2))
+
+
+if __name__ == "__main__":
+    main()

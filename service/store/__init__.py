@@ -1,0 +1,9 @@
+"""Durability: the catalogue (SQLite) and the inputs' logs, and when an append is durable.
+
+Used by :mod:`service.app`; knows no HTTP. See ``docs/durability.md``.
+"""
+
+from service.store.durability import Committer, Durability
+from service.store.log import CorruptLog, Log
+
+__all__ = ["Committer", "CorruptLog", "Durability", "Log"]

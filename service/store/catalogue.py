@@ -1,0 +1,219 @@
+"""The catalogue: what the service holds besides the inputs' logs, in one SQLite file.
+
+``catalogue.sqlite3`` in the data directory (the standard library's ``sqlite3``, WAL mode,
+``synchronous=FULL``: a change is durable when its transaction commits) holds:
+
+* ``dataflows``: every live dataflow in creation order (the control plane's order, in which a
+  restarted server builds them again), with its tenant, name, graph (JSON) and status;
+* ``consumers``: each output's registered readers and the time each has committed;
+* ``checkpoints``: per input, the producer state (sessions with their sequence numbers and
+  times, open transactions, idempotency keys with their answers) as of a log position, so
+  that a log can be truncated before that position and recovery starts there.
+
+The schema has a version (``PRAGMA user_version``) and a list of migrations: a newer release
+opens an older directory by applying the migrations it lacks; an older release refuses a
+directory written by a newer one with :class:`NewerCatalogue`, changing nothing.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+FILE = "catalogue.sqlite3"
+
+MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE dataflows (
+        position   INTEGER PRIMARY KEY,
+        id         TEXT NOT NULL UNIQUE,
+        tenant     TEXT NOT NULL,
+        name       TEXT NOT NULL,
+        graph      BLOB NOT NULL,
+        created_at REAL NOT NULL,
+        status     TEXT NOT NULL,
+        error      TEXT
+    );
+    CREATE TABLE consumers (
+        dataflow  TEXT NOT NULL,
+        output    TEXT NOT NULL,
+        consumer  TEXT NOT NULL,
+        committed BLOB,
+        PRIMARY KEY (dataflow, output, consumer)
+    );
+    CREATE TABLE checkpoints (
+        dataflow TEXT NOT NULL,
+        input    TEXT NOT NULL,
+        position INTEGER NOT NULL,
+        state    BLOB NOT NULL,
+        PRIMARY KEY (dataflow, input)
+    );
+    """,
+)
+"""Migration ``i`` takes the schema from version ``i`` to ``i + 1``."""
+
+VERSION = len(MIGRATIONS)
+"""The schema version this release writes."""
+
+
+class NewerCatalogue(Exception):
+    """The data directory was written by a newer release: this one will not touch it."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoredDataflow:
+    """A dataflow as the catalogue holds it."""
+
+    position: int
+    id: str
+    tenant: str
+    name: str
+    graph: bytes
+    """The graph as JSON, as it was submitted."""
+    created_at: float
+    status: str
+    error: str | None
+
+
+class Catalogue:
+    """The catalogue file of a data directory (created on first use)."""
+
+    def __init__(self, directory: Path | str) -> None:
+        self.path = Path(directory) / FILE
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        try:
+            self._migrate()
+        except BaseException:
+            self._db.close()
+            raise
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=FULL")
+
+    def _migrate(self) -> None:
+        (version,) = self._db.execute("PRAGMA user_version").fetchone()
+        if version > VERSION:
+            raise NewerCatalogue(
+                f"{self.path} has schema version {version}, written by a newer release of "
+                f"Frontier; this release reads versions up to {VERSION}: run the newer "
+                f"release, or start with another data directory"
+            )
+        for target in range(version + 1, VERSION + 1):
+            # One transaction per step: a crash mid-migration leaves the previous version.
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                for statement in _statements(MIGRATIONS[target - 1]):
+                    self._db.execute(statement)
+                self._db.execute(f"PRAGMA user_version = {target}")
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+
+    @property
+    def version(self) -> int:
+        """The schema version of the file."""
+        (version,) = self._db.execute("PRAGMA user_version").fetchone()
+        return int(version)
+
+    def close(self) -> None:
+        """Close the file."""
+        self._db.close()
+
+    # ----------------------------------------------------------------- dataflows
+
+    def add_dataflow(self, id: str, tenant: str, name: str, graph: bytes, created_at: float) -> int:
+        """Record a new dataflow (status ``running``); its position in creation order."""
+        cursor = self._db.execute(
+            "INSERT INTO dataflows (id, tenant, name, graph, created_at, status) "
+            "VALUES (?, ?, ?, ?, ?, 'running')",
+            (id, tenant, name, graph, created_at),
+        )
+        assert cursor.lastrowid is not None
+        return cursor.lastrowid
+
+    def set_status(self, id: str, status: str, error: str | None = None) -> None:
+        """Record a dataflow's status (``failed`` with its error, say)."""
+        self._db.execute(
+            "UPDATE dataflows SET status = ?, error = ? WHERE id = ?", (status, error, id)
+        )
+
+    def drop_dataflow(self, id: str) -> None:
+        """Forget a dataflow and everything recorded for it, in one transaction."""
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            for table in ("consumers", "checkpoints"):
+                self._db.execute(f"DELETE FROM {table} WHERE dataflow = ?", (id,))
+            self._db.execute("DELETE FROM dataflows WHERE id = ?", (id,))
+            self._db.execute("COMMIT")
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+
+    def dataflows(self) -> Iterator[StoredDataflow]:
+        """Every dataflow, in creation order."""
+        rows = self._db.execute(
+            "SELECT position, id, tenant, name, graph, created_at, status, error "
+            "FROM dataflows ORDER BY position"
+        )
+        for row in rows.fetchall():
+            yield StoredDataflow(*row)
+
+    # ----------------------------------------------------------------- consumers
+
+    def commit_consumer(
+        self, dataflow: str, output: str, consumer: str, committed: bytes | None
+    ) -> None:
+        """Record what a consumer has committed (``committed``: a time as JSON, or None)."""
+        self._db.execute(
+            "INSERT INTO consumers (dataflow, output, consumer, committed) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (dataflow, output, consumer) DO UPDATE SET committed = excluded.committed",
+            (dataflow, output, consumer, committed),
+        )
+
+    def forget_consumer(self, dataflow: str, output: str, consumer: str) -> None:
+        """Unregister a consumer."""
+        self._db.execute(
+            "DELETE FROM consumers WHERE dataflow = ? AND output = ? AND consumer = ?",
+            (dataflow, output, consumer),
+        )
+
+    def consumers(self, dataflow: str) -> list[tuple[str, str, bytes | None]]:
+        """A dataflow's consumers: ``(output, consumer, committed)``."""
+        rows = self._db.execute(
+            "SELECT output, consumer, committed FROM consumers WHERE dataflow = ? "
+            "ORDER BY output, consumer",
+            (dataflow,),
+        )
+        return [(str(o), str(c), t) for o, c, t in rows.fetchall()]
+
+    # ----------------------------------------------------------------- checkpoints
+
+    def checkpoint(self, dataflow: str, input: str, position: int, state: bytes) -> None:
+        """Record an input's producer state as of log position ``position``."""
+        self._db.execute(
+            "INSERT INTO checkpoints (dataflow, input, position, state) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (dataflow, input) DO UPDATE SET position = excluded.position, "
+            "state = excluded.state",
+            (dataflow, input, position, state),
+        )
+
+    def checkpoints(self, dataflow: str) -> dict[str, tuple[int, bytes]]:
+        """A dataflow's input checkpoints: input -> ``(position, state)``."""
+        rows = self._db.execute(
+            "SELECT input, position, state FROM checkpoints WHERE dataflow = ?", (dataflow,)
+        )
+        return {str(i): (int(p), bytes(s)) for i, p, s in rows.fetchall()}
+
+
+def _statements(script: str) -> Iterator[str]:
+    """The statements of a migration script (``executescript`` would commit on its own)."""
+    buffer = ""
+    for line in script.splitlines(keepends=True):
+        buffer += line
+        if sqlite3.complete_statement(buffer):
+            if buffer.strip():
+                yield buffer.strip()
+            buffer = ""

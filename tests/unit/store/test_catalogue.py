@@ -1,0 +1,74 @@
+"""The catalogue on a real SQLite file: dataflows in order, consumers, versions."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from service.store.catalogue import FILE, VERSION, Catalogue, NewerCatalogue
+
+
+def test_dataflows_come_back_in_creation_order_after_reopening(tmp_path: Path) -> None:
+    catalogue = Catalogue(tmp_path)
+    assert catalogue.add_dataflow("b", "t", "first", b'{"g": 1}', 10.0) == 1
+    assert catalogue.add_dataflow("a", "u", "", b'{"g": 2}', 11.0) == 2
+    catalogue.add_dataflow("c", "t", "third", b"{}", 12.0)
+    catalogue.set_status("a", "failed", "ValueError: no")
+    catalogue.commit_consumer("b", "out", "spark", b"5")
+    catalogue.commit_consumer("b", "out", "spark", b"7")
+    catalogue.commit_consumer("b", "out", "other", None)
+    catalogue.commit_consumer("c", "out", "spark", b"1")
+    catalogue.checkpoint("c", "x", 40, b"state")
+    catalogue.drop_dataflow("c")
+    catalogue.close()
+    again = Catalogue(tmp_path)
+    assert [
+        (d.position, d.id, d.tenant, d.name, d.graph, d.created_at) for d in again.dataflows()
+    ] == [
+        (1, "b", "t", "first", b'{"g": 1}', 10.0),
+        (2, "a", "u", "", b'{"g": 2}', 11.0),
+    ]
+    assert [(d.status, d.error) for d in again.dataflows()] == [
+        ("running", None),
+        ("failed", "ValueError: no"),
+    ]
+    assert again.consumers("b") == [("out", "other", None), ("out", "spark", b"7")]
+    assert again.consumers("c") == []
+    assert again.checkpoints("c") == {}
+    again.forget_consumer("b", "out", "other")
+    assert again.consumers("b") == [("out", "spark", b"7")]
+    # A new dataflow never takes a dropped one's position: creation order stays total.
+    assert again.add_dataflow("d", "t", "", b"{}", 13.0) == 3
+
+
+def test_an_older_directory_is_migrated_and_a_newer_one_refused(tmp_path: Path) -> None:
+    Catalogue(tmp_path).close()
+    assert Catalogue(tmp_path).version == VERSION
+    path = tmp_path / FILE
+    with sqlite3.connect(path) as db:
+        db.execute(f"PRAGMA user_version = {VERSION + 1}")
+    before = path.read_bytes()
+    with pytest.raises(NewerCatalogue) as caught:
+        Catalogue(tmp_path)
+    assert str(caught.value) == (
+        f"{path} has schema version {VERSION + 1}, written by a newer release of Frontier; "
+        f"this release reads versions up to {VERSION}: run the newer release, or start with "
+        "another data directory"
+    )
+    assert path.read_bytes() == before
+
+
+def test_a_fresh_file_is_at_version_zero_until_migrated(tmp_path: Path) -> None:
+    path = tmp_path / FILE
+    sqlite3.connect(path).close()
+    catalogue = Catalogue(tmp_path)
+    assert catalogue.version == VERSION
+    tables = {
+        name
+        for (name,) in sqlite3.connect(path).execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table'"
+        )
+    }
+    assert tables == {"dataflows", "consumers", "checkpoints"}
