@@ -71,7 +71,18 @@ def main() -> None:
 @click.option("--host", default=lambda: os.environ.get("FRONTIER_HOST", "127.0.0.1"))
 @click.option("--port", type=int, default=lambda: int(os.environ.get("FRONTIER_PORT", "8080")))
 @click.option("--workers", type=int, default=lambda: int(os.environ.get("FRONTIER_WORKERS", "1")))
-@click.option("--data-dir", default=lambda: os.environ.get("FRONTIER_DATA_DIR", ".frontier"))
+@click.option(
+    "--data-dir",
+    default=lambda: os.environ.get("FRONTIER_DATA_DIR", ".frontier"),
+    help="Where the catalogue and the inputs' logs live (default .frontier).",
+)
+@click.option(
+    "--durability",
+    type=click.Choice(["fsync", "group", "none"]),
+    default=lambda: os.environ.get("FRONTIER_DURABILITY", "fsync"),
+    help="Acknowledge after the disk has the data (fsync, the default), after the OS has "
+    "it with a sync within 10 ms (group), or never sync (none): see docs/durability.md.",
+)
 @click.option("--config", "config_file", help="A YAML/JSON file of settings and limits.")
 @click.option(
     "--token",
@@ -103,6 +114,7 @@ def serve(
     port: int,
     workers: int,
     data_dir: str,
+    durability: str,
     config_file: str | None,
     tokens: tuple[str, ...],
     operator_modules: tuple[str, ...],
@@ -135,11 +147,20 @@ def serve(
         port=int(chosen("port", "FRONTIER_PORT", port)),
         workers=int(chosen("workers", "FRONTIER_WORKERS", workers)),
         data_dir=chosen("data_dir", "FRONTIER_DATA_DIR", data_dir),
+        durability=_durability(chosen("durability", "FRONTIER_DURABILITY", durability)),
         tokens=token_map,
         limits=Limits(**config.get("limits", {})),
         operator_modules=tuple(config.get("operator_modules", ())) + operator_modules,
     )
     asyncio_run(_serve(settings, demo, access_log))
+
+
+def _durability(value: str) -> str:
+    if value not in ("fsync", "group", "none"):
+        raise click.BadParameter(
+            f"durability must be fsync, group or none, not {value!r}", param_hint="durability"
+        )
+    return value
 
 
 GC_GEN0_THRESHOLD = 50_000

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 
 from aiohttp import WSCloseCode, web
 
-from api.codec import frontier_event
+from api.codec import decode_batch, frontier_event
 from api.server import dataflows, inputs, outputs, transactions, websockets
 from api.server.auth import auth_middleware
 from api.server.context import MANAGER, SETTINGS, SOCKETS, OpenSockets
@@ -59,7 +59,9 @@ def create_app(settings: Settings, manager: DataflowManager | None = None) -> we
         client_max_size=settings.limits.max_body_bytes,
     )
     app[SETTINGS] = settings
-    app[MANAGER] = manager or DataflowManager(settings, frontier_codec=frontier_event)
+    app[MANAGER] = manager or DataflowManager(
+        settings, frontier_codec=frontier_event, batch_decoder=decode_batch
+    )
     app[SOCKETS] = OpenSockets()
     app.cleanup_ctx.append(_lifecycle)
     app.on_shutdown.append(_going_away)

@@ -6,7 +6,7 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
-from api.server.context import SETTINGS, TENANT
+from api.server.context import MANAGER, SETTINGS, TENANT
 from service.app import Settings, Unauthorized
 
 PUBLIC = ("/healthz", "/readyz", "/metrics")
@@ -32,4 +32,5 @@ async def auth_middleware(
     """Resolve the tenant before any handler (and before any WebSocket upgrade)."""
     if request.path not in PUBLIC:
         request[TENANT] = authenticate(request.app[SETTINGS], request.headers.get("Authorization"))
+        request.app[MANAGER].check_ready()  # 503 while the data directory is recovered
     return await handler(request)

@@ -17,7 +17,10 @@ async def healthz(request: web.Request) -> web.Response:
 
 
 async def readyz(request: web.Request) -> web.Response:
-    """Readiness: the workers are running."""
-    if manager_of(request).running:
+    """Readiness: the workers are running and the data directory is recovered."""
+    manager = manager_of(request)
+    if manager.running and manager.ready:
         return json_response({"status": "ready"})
+    if manager.running:
+        return json_response({"status": "recovering"}, status=503)
     return json_response({"status": "not ready"}, status=503)

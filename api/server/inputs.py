@@ -31,6 +31,7 @@ async def open_session(request: web.Request) -> web.Response:
     producer = producer_of(request)
     body = await parse(request, OpenSession)
     session = producer.open_session(body.start)
+    await producer.durable()
     return json_response(
         {"session": session.id, "time": time_to_json(session.time)},
         status=201,
@@ -50,20 +51,25 @@ async def push(request: web.Request) -> web.Response:
     producer = producer_of(request)
     session = request.match_info["session"]
     records: list[tuple[Any, Any]]
+    data = await request.read()
     if request.content_type == ARROW_STREAM:
         seq = _seq_param(request)
-        records = records_from_arrow(await request.read())
+        records = records_from_arrow(data)
+        raw = ("arrow", data)
     else:
-        plain = plain_push(await request.read())
+        raw = ("json", data)
+        plain = plain_push(data)
         if plain is not None:  # integer times, the common case: checked in bulk
             ack = producer.push_columns(
-                session, plain.seq, plain.times, plain.records, (plain.first, plain.last)
+                session, plain.seq, plain.times, plain.records, (plain.first, plain.last), raw
             )
+            await producer.durable()
             return json_response(ack_json(ack))
         body = await parse(request, Push)
         seq, records = body.seq, list(body.records)
     # The producer refuses a batch over max_batch_records, before anything is applied.
-    ack = producer.push(session, seq, records)
+    ack = producer.push(session, seq, records, raw)
+    await producer.durable()
     return json_response(ack_json(ack))
 
 
@@ -72,16 +78,21 @@ async def advance(request: web.Request) -> web.Response:
     producer = producer_of(request)
     body = await parse(request, Advance)
     ack = producer.advance(request.match_info["session"], body.time, body.seq)
+    await producer.durable()
     return json_response(ack_json(ack))
 
 
 async def close_session(request: web.Request) -> web.Response:
     """Close a session."""
     producer = producer_of(request)
-    return json_response(ack_json(producer.close_session(request.match_info["session"])))
+    ack = producer.close_session(request.match_info["session"])
+    await producer.durable()
+    return json_response(ack_json(ack))
 
 
 async def close_input(request: web.Request) -> web.Response:
     """Close an input and all of its sessions."""
-    producer_of(request).close()
+    producer = producer_of(request)
+    producer.close()
+    await producer.durable()
     return json_response({"input_frontier": []})

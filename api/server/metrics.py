@@ -57,7 +57,38 @@ class ManagerCollector(Collector):
                 queued.add_metric(labels, output.queued)
         for status, count in by_status.items():
             dataflows.add_metric([status], count)
+        yield from self._store()
         yield from (records_in, records_out, lag, subscribers, queued, dataflows)
+
+    def _store(self) -> Iterator[Metric]:
+        stats = self._manager.store_stats()
+        if stats is None:
+            return
+        yield GaugeMetricFamily(
+            "frontier_log_bytes", "Bytes held in the inputs' logs", value=stats.log_bytes
+        )
+        yield CounterMetricFamily(
+            "frontier_log_syncs", "Sync rounds of the inputs' logs (group commit)", stats.syncs
+        )
+        yield CounterMetricFamily(
+            "frontier_log_sync_seconds", "Time spent syncing the inputs' logs", stats.sync_seconds
+        )
+        yield GaugeMetricFamily(
+            "frontier_log_last_sync_seconds",
+            "How long the last sync round took",
+            value=stats.last_sync_seconds,
+        )
+        yield CounterMetricFamily(
+            "frontier_recovery_records_replayed",
+            "Records replayed from the logs at the last start",
+            stats.records_replayed,
+        )
+        if stats.recovery_seconds is not None:
+            yield GaugeMetricFamily(
+                "frontier_recovery_seconds",
+                "How long the last start took to recover the data directory",
+                value=stats.recovery_seconds,
+            )
 
 
 async def metrics_handler(request: web.Request) -> web.Response:

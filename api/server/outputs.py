@@ -94,14 +94,21 @@ def _arrow_page(page: OutputPage, json_too: bool) -> bool:
 
 async def commit_consumer(request: web.Request) -> web.Response:
     """Register a reader of an output and what it has read (retention follows readers)."""
-    log = output_of(request)
     body = await parse(request, ConsumerCommit)
-    return json_response(consumer_json(log.commit(request.match_info["consumer"], body.committed)))
+    view = manager_of(request).commit_consumer(
+        tenant_of(request),
+        request.match_info["id"],
+        request.match_info["output"],
+        request.match_info["consumer"],
+        body.committed,
+    )
+    return json_response(consumer_json(view))
 
 
 async def forget_consumer(request: web.Request) -> web.Response:
     """Unregister a reader of an output."""
-    log = output_of(request)
-    if not log.forget_consumer(request.match_info["consumer"]):
-        raise NotFound(f"output {log.name!r} has no consumer {request.match_info['consumer']!r}")
+    output, consumer = request.match_info["output"], request.match_info["consumer"]
+    manager = manager_of(request)
+    if not manager.forget_consumer(tenant_of(request), request.match_info["id"], output, consumer):
+        raise NotFound(f"output {output!r} has no consumer {consumer!r}")
     return web.Response(status=204)

@@ -19,20 +19,27 @@ async def stage(request: web.Request) -> web.Response:
     """Stage records in a transaction (an Arrow body stays columnar until the commit)."""
     producer = producer_of(request)
     records: list[tuple[Any, Any]] | Columns
+    data = await request.read()
     if request.content_type == ARROW_STREAM:
-        records = columns_from_arrow(await request.read())
+        records = columns_from_arrow(data)
+        raw = ("arrow-columns", data)
     else:
         records = list((await parse(request, Stage)).records)
+        raw = ("json", data)
     most = request.app[SETTINGS].limits.max_batch_records
     if len(records) > most:
         raise LimitExceeded(f"a batch of {len(records)} records exceeds max_batch_records ({most})")
-    staged = producer.stage(request.match_info["txn"], records)
+    staged = producer.stage(request.match_info["txn"], records, raw)
+    await producer.durable()
     return json_response({"staged": staged})
 
 
 async def abort(request: web.Request) -> web.Response:
     """Abort a transaction."""
-    return json_response({"discarded": producer_of(request).abort(request.match_info["txn"])})
+    producer = producer_of(request)
+    discarded = producer.abort(request.match_info["txn"])
+    await producer.durable()
+    return json_response({"discarded": discarded})
 
 
 async def commit(request: web.Request) -> web.Response:
@@ -46,6 +53,7 @@ async def commit(request: web.Request) -> web.Response:
         body.advance_to,
         body.discard,
     )
+    await producer.durable()
     return json_response(ack_json(ack))
 
 
@@ -56,4 +64,5 @@ async def commit_input(request: web.Request) -> web.Response:
     ack = producer.commit(
         None, list(body.transactions), body.idempotency_key, body.advance_to, body.discard
     )
+    await producer.durable()
     return json_response(ack_json(ack))

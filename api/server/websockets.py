@@ -24,7 +24,7 @@ from api.models import ClientFrame, plain_push
 from api.server.context import SETTINGS, SOCKETS, manager_of, tenant_of
 from api.server.http import flag, time_param
 from api.server.problems import invalid_body
-from service.app import BadRequest, ServiceError, Subscriber
+from service.app import BadRequest, ProducerInput, ServiceError, Subscriber
 
 BAD_FRAME = 4400
 NOT_FOUND = 4404
@@ -346,7 +346,7 @@ async def push_stream(request: web.Request) -> web.WebSocketResponse:
             frames.put_nowait(None)
 
     reader = asyncio.ensure_future(read())
-    acks = _Acks(ws, request)
+    acks = _Acks(ws, request, producer)
     try:
         while True:
             if frames.empty():
@@ -354,15 +354,19 @@ async def push_stream(request: web.Request) -> web.WebSocketResponse:
             data = await frames.get()
             if data is None or ws.closed:
                 break
-            await acks.flush()  # anything else sent below goes after the acks it follows
+            # Acks wait while frames are waiting (they go out together, after one wait for
+            # durability); whatever else is sent goes after the acks owed before it.
             if isinstance(data, tuple):
+                await acks.flush()
                 await _close(ws, *data)
                 break
+            raw = ("json", data if isinstance(data, bytes) else data.encode())
             plain = plain_push(data, frame=True)
             if plain is None:
                 try:
                     frame = ClientFrame.validate_json(data)
                 except ValidationError as error:
+                    await acks.flush()
                     await _send(ws, _error_frame(invalid_body(error)))
                     await _close(ws, BAD_FRAME, "invalid frame")
                     break
@@ -370,20 +374,23 @@ async def push_stream(request: web.Request) -> web.WebSocketResponse:
                 if plain is not None:  # a push with integer times, checked in bulk
                     bounds = (plain.first, plain.last)
                     ack = producer.push_columns(
-                        session.id, plain.seq, plain.times, plain.records, bounds
+                        session.id, plain.seq, plain.times, plain.records, bounds, raw
                     )
                 elif frame.type == "push":
-                    ack = producer.push(session.id, frame.seq, list(frame.records))
+                    ack = producer.push(session.id, frame.seq, list(frame.records), raw)
                 elif frame.type == "advance":
                     ack = producer.advance(session.id, frame.time, frame.seq)
                 else:
                     ack = producer.close_session(session.id)
                     unanswered -= 1
+                    await acks.flush()
+                    await producer.durable()
                     await _send(ws, {"type": "ack", **ack_json(ack), "credits": 0})
                     await ws.close()
                     break
             except ServiceError as error:
                 unanswered -= 1
+                await acks.flush()
                 await _send(ws, {**_error_frame(error), "credits": credits - unanswered})
                 code = _CLOSE_FOR_STATUS.get(error.status)
                 if code is not None:
@@ -411,11 +418,14 @@ class _Acks:
     to drain, as ``send_bytes`` does past aiohttp's limit.
     """
 
-    __slots__ = ("payloads", "request", "ws")
+    __slots__ = ("payloads", "producer", "request", "ws")
 
-    def __init__(self, ws: web.WebSocketResponse, request: web.Request) -> None:
+    def __init__(
+        self, ws: web.WebSocketResponse, request: web.Request, producer: ProducerInput
+    ) -> None:
         self.ws = ws
         self.request = request
+        self.producer = producer
         self.payloads: list[bytes] = []
 
     def add(self, frame: dict[str, Any]) -> None:
@@ -423,10 +433,15 @@ class _Acks:
         self.payloads.append(orjson.dumps(frame))
 
     async def flush(self) -> None:
-        """Send every owed ack, in order."""
+        """Send every owed ack, in order, once what they acknowledge is durable.
+
+        The frames answered in a row share one wait (and, with other producers' appends,
+        one sync).
+        """
         payloads = self.payloads
         if not payloads:
             return
+        await self.producer.durable()
         self.payloads = []
         transport = self.request.transport
         if len(payloads) == 1 or transport is None or self.ws.closed:

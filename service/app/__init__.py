@@ -27,6 +27,7 @@ from service.app.errors import (
     NotFound,
     ServiceError,
     Unauthorized,
+    Unavailable,
 )
 from service.app.frontiers import FrontierCodec, FrontierSink, FrontierWatch
 from service.app.inputs import Columns, ProducerInput
@@ -79,6 +80,7 @@ __all__ = [
     "Settings",
     "Subscriber",
     "Unauthorized",
+    "Unavailable",
     "decode_time",
     "describe_catalogue",
     "encode_time",

@@ -103,3 +103,18 @@ class Unauthorized(ServiceError):
     status = 401
     slug = "unauthorized"
     title = "Unauthorized"
+
+
+class Unavailable(ServiceError):
+    """The service cannot take this now (recovering, or its disk refuses writes): retry.
+
+    ``retry_after`` (seconds) becomes the ``Retry-After`` header.
+    """
+
+    status = 503
+    slug = "unavailable"
+    title = "Service unavailable"
+
+    def __init__(self, detail: str, retry_after: int = 1) -> None:
+        super().__init__(detail)
+        self.retry_after = retry_after

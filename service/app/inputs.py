@@ -20,8 +20,8 @@ columns, whose times are checked in bulk and which become Python records only at
 from __future__ import annotations
 
 import uuid
-from collections import OrderedDict
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections import OrderedDict, deque
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeAlias, cast
 
@@ -59,18 +59,48 @@ def meet(a: Hashable, b: Hashable) -> Hashable:
 
 @dataclass(slots=True)
 class Session:
-    """A producer's session: its capability (its time) and its last sequence number."""
+    """A producer's session: its time, its capability, and its last sequence number.
+
+    ``time`` is where the session is as far as its producer knows: records pushed now must
+    be at it or later. The capability follows it once the operations that moved it are
+    durable (see :class:`ProducerInput`), so it may lag behind, never run ahead.
+    """
 
     id: str
     capability: Capability
+    time: Hashable
     seq: int = 0
     last_ack: Ack | None = None
     closed: bool = False
 
+
+Raw: TypeAlias = "tuple[str, bytes]"
+"""A batch as it arrived: its format (``"json"`` or ``"arrow"``) and its bytes."""
+
+
+class Journal(Protocol):
+    """Where an input writes each operation before it takes effect (the input's log).
+
+    ``record`` writes the operation synchronously (not yet durable) or raises, in which case
+    nothing of the operation is applied. ``data`` is the operation's batch, decoded, for a
+    journal that must encode it itself when ``raw`` (the batch as it arrived) is ``None``.
+    """
+
+    position: int
+    """The log position of the last operation written."""
+
     @property
-    def time(self) -> Hashable:
-        """Records pushed now must be at this time or later."""
-        return self.capability.time
+    def synced(self) -> int:
+        """Every operation logged before this position is durable."""
+        ...
+
+    def record(self, kind: str, meta: tuple[Any, ...], raw: Raw | None, data: Any) -> None:
+        """Write one operation."""
+        ...
+
+    def wait(self) -> Awaitable[None] | None:
+        """What to await until everything written so far is durable (None: nothing)."""
+        ...
 
 
 class Columns(Protocol):
@@ -145,6 +175,9 @@ class ProducerInput:
         self._minimum = minimum_like(base.time)
         self._output = output
         self._base: Capability | None = base
+        """The input's own capability, as applied (``None`` once the close is)."""
+        self._time: Hashable | None = base.time
+        """The input's own time as far as producers know (``None`` once closed)."""
         self._limits = limits
         self.sessions: dict[str, Session] = {}
         self.transactions: dict[str, Transaction] = {}
@@ -154,28 +187,101 @@ class ProducerInput:
         self.dropped = False
         self.on_frontier: Callable[[], None] | None = None
         """Called each time the input's frontier moves (its own capability moved)."""
+        self.journal: Journal | None = None
+        """Where operations are written before they take effect (``None``: nowhere)."""
+        self._deferred: deque[tuple[int, Callable[..., Any], tuple[Any, ...]]] | None = None
+        """Effects on the dataflow waiting for their operations to be durable, in order, each
+        with its operation's log position (``None``: effects happen at once)."""
 
     # ----------------------------------------------------------------- state
 
     @property
     def closed(self) -> bool:
         """Whether the input was closed (nothing more can ever arrive)."""
-        return self._base is None
+        return self._time is None
 
     def time(self) -> Hashable | None:
         """The input's own time: the earliest time a new session may start at."""
-        return None if self._base is None else self._base.time
+        return self._time
 
     def frontier(self) -> list[Hashable]:
-        """The times that may still arrive here: the meet of its sessions (or its own time)."""
+        """The times that may still arrive here: the meet of its sessions (or its own time).
+
+        As producers know it: what acknowledgements say.
+        """
+        return [] if self._time is None else [self._time]
+
+    def applied_frontier(self) -> list[Hashable]:
+        """The input's frontier as the dataflow sees it.
+
+        Behind :meth:`frontier` only while operations wait to be durable.
+        """
         return [] if self._base is None else [self._base.time]
 
-    def _check_open(self) -> Capability:
+    def _check_open(self) -> Hashable:
+        """The input's time; :class:`Gone` if it is closed or its dataflow dropped."""
         if self.dropped:
             raise Gone(f"the dataflow of input {self.name!r} was dropped")
-        if self._base is None:
+        if self._time is None:
             raise Gone(f"input {self.name!r} is closed")
-        return self._base
+        return self._time
+
+    # ----------------------------------------------------------------- durability
+
+    def defer_effects(self) -> None:
+        """From now on, hold effects on the dataflow until their operations are durable.
+
+        A record sent, or a capability moved or dropped, must not be seen downstream before
+        the operation that made it is durable: an output, or a frontier, would otherwise
+        show what a crash could take back. :meth:`durable` applies them.
+        """
+        if self._deferred is None:
+            self._deferred = deque()
+
+    async def durable(self) -> None:
+        """Wait until every operation so far is durable; apply the effects that waited.
+
+        What an acknowledgement awaits (at once when nothing waits: no journal, or a
+        durability that does not wait for the disk).
+        """
+        journal = self.journal
+        if journal is None:
+            return
+        waiter = journal.wait()
+        while waiter is not None:
+            await waiter
+            waiter = journal.wait()
+        self._apply_durable(journal.synced)
+
+    def _apply_durable(self, synced: int) -> None:
+        """Apply the held effects of operations logged before position ``synced``, in order."""
+        deferred = self._deferred
+        while deferred and deferred[0][0] < synced:
+            _, effect, args = deferred.popleft()
+            effect(*args)
+
+    def _effect(self, effect: Callable[..., Any], *args: Any) -> None:
+        deferred = self._deferred
+        if deferred is None or self.journal is None:
+            effect(*args)
+        else:
+            deferred.append((self.journal.position, effect, args))
+
+    def _record(self, kind: str, meta: tuple[Any, ...], raw: Raw | None, data: Any) -> None:
+        if self.journal is not None:
+            self.journal.record(kind, meta, raw, data)
+
+    def _move_base(self, time: Hashable) -> None:
+        """The input's own time moves to ``time`` (its capability, once durable)."""
+        self._time = time
+        self._effect(self._downgrade_base, time)
+
+    def _downgrade_base(self, time: Hashable) -> None:
+        base = self._base
+        if base is not None:
+            base.downgrade(time)
+            if self.on_frontier is not None:
+                self.on_frontier()
 
     def _session(self, session_id: str) -> Session:
         self._check_open()
@@ -193,49 +299,57 @@ class ProducerInput:
         )
 
     def _settle(self) -> None:
-        """Move the input's own capability up to the meet of its sessions."""
-        base = self._base
-        if base is None or not self.sessions:
+        """Move the input's own time up to the meet of its sessions."""
+        if self._time is None or not self.sessions:
             return
         times = [s.time for s in self.sessions.values()]
         least = times[0]
         for time in times[1:]:
             least = meet(least, time)
-        if least != base.time:
-            base.downgrade(least)
-            if self.on_frontier is not None:
-                self.on_frontier()
+        if least != self._time:
+            self._move_base(least)
 
     # ----------------------------------------------------------------- sessions
 
-    def open_session(self, start: Hashable | None = None) -> Session:
-        """Open a session at ``start`` (default: the input's time), which must not be earlier."""
-        base = self._check_open()
+    def open_session(self, start: Hashable | None = None, *, id: str | None = None) -> Session:
+        """Open a session at ``start`` (default: the input's time), which must not be earlier.
+
+        ``id`` is given only when an opening is replayed from the log.
+        """
+        base_time = self._check_open()
         if len(self.sessions) >= self._limits.max_sessions_per_input:
             raise LimitExceeded(
                 f"input {self.name!r} has {len(self.sessions)} open sessions, "
                 f"the limit (max_sessions_per_input)"
             )
-        time = base.time if start is None else start
+        time = base_time if start is None else start
         if start is not None:
             _check(start, like=self._minimum, pointer="/start")
-            if not less_equal(base.time, start):
+            if not less_equal(base_time, start):
                 raise Conflict(
                     f"cannot open a session at {start!r}: input {self.name!r} is already at "
-                    f"{base.time!r}"
+                    f"{base_time!r}"
                 )
-        session = Session(uuid.uuid4().hex, base.delayed(time))
+        session_id = id or uuid.uuid4().hex
+        self._record("open", (session_id, time), None, None)
+        base = self._base
+        assert base is not None  # the input is open: its close has not been applied either
+        # Holding a capability early is safe (it only holds progress back): made at once.
+        session = Session(session_id, base.delayed(time), time)
         self.sessions[session.id] = session
         return session
 
-    def push(self, session_id: str, seq: int, batch: list[tuple[Hashable, Any]]) -> Ack:
+    def push(
+        self, session_id: str, seq: int, batch: list[tuple[Hashable, Any]], raw: Raw | None = None
+    ) -> Ack:
         """Send a batch of ``(time, record)`` pairs, whole or not at all.
 
         A batch whose ``seq`` equals the last one applied is acknowledged again without being
-        applied (a retry); a lower one is stale.
+        applied (a retry); a lower one is stale. ``raw`` is the batch as it arrived, for the
+        journal.
         """
         times, records = _columns(batch)
-        return self.push_columns(session_id, seq, times, records)
+        return self.push_columns(session_id, seq, times, records, raw=raw)
 
     def push_columns(
         self,
@@ -244,6 +358,7 @@ class ProducerInput:
         times: Sequence[Hashable],
         records: Sequence[Any],
         bounds: tuple[int, int] | None = None,
+        raw: Raw | None = None,
     ) -> Ack:
         """:meth:`push` for a batch given as its times and its records (equally long).
 
@@ -262,6 +377,7 @@ class ProducerInput:
         time = session.time
         if bounds is None or type(time) is not int or not time <= bounds[0]:
             self._validate(session, times, "push")
+        self._record("push", (session_id, seq), raw, (times, records))
         if bounds is not None and bounds[0] == bounds[1]:
             self._send_at(bounds[0], records)  # one time: no pass over the times at all
         else:
@@ -277,6 +393,8 @@ class ProducerInput:
             repeated = self._repeat(session, seq)
             if repeated is not None:
                 return repeated
+        self._check_advance(session, time)
+        self._record("advance", (session_id, time, seq), None, None)
         self._advance(session, time)
         if seq is not None:
             session.seq = seq
@@ -288,19 +406,24 @@ class ProducerInput:
     def close_session(self, session_id: str) -> Ack:
         """Close a session: it will send nothing more."""
         session = self._session(session_id)
+        self._record("close_session", (session_id,), None, None)
         session.closed = True
         del self.sessions[session_id]
-        session.capability.drop()
+        self._effect(session.capability.drop)
         self._settle()
         return self._ack(None, None, 0)
 
-    def _advance(self, session: Session, time: Hashable, pointer: str = "/time") -> None:
+    def _check_advance(self, session: Session, time: Hashable, pointer: str = "/time") -> None:
         _check(time, like=self._minimum, pointer=pointer)
         if not less_equal(session.time, time):
             raise Conflict(
                 f"cannot advance the session from {session.time!r} to the earlier {time!r}"
             )
-        session.capability.downgrade(time)
+
+    def _advance(self, session: Session, time: Hashable) -> None:
+        """Move a (checked) session to ``time``."""
+        session.time = time
+        self._effect(session.capability.downgrade, time)
         self._settle()
 
     def _repeat(self, session: Session, seq: int) -> Ack | None:
@@ -330,9 +453,15 @@ class ProducerInput:
     def _send_at(self, time: Hashable, records: Sequence[Any]) -> None:
         """Send checked records, all at ``time``."""
         if records:
-            self._output.send_at(time, list(records))
-            self._output.operator.touch()
+            self._effect(self._emit, [(time, list(records))])
             self.records_in += len(records)
+
+    def _emit(self, batches: list[tuple[Hashable, list[Any]]]) -> None:
+        """Send batches of records, each at its time (the capabilities allow it)."""
+        output = self._output
+        for at, records in batches:
+            output.send_at(at, records)
+        output.operator.touch()
 
     def _send(self, times: Sequence[Hashable], records: Sequence[Any]) -> None:
         """Send checked records, one batch per distinct time."""
@@ -345,32 +474,35 @@ class ProducerInput:
         by_time: dict[Hashable, list[Any]] = {at: [] for at in times}
         for at, record in zip(times, records, strict=True):
             by_time[at].append(record)
-        output = self._output
-        for at, batch in by_time.items():
-            # The session's capability is at or before ``at``: checked by _validate.
-            output.send_at(at, batch)
-        output.operator.touch()
+        # The session's capability is at or before each time: checked by _validate.
+        self._effect(self._emit, list(by_time.items()))
         self.records_in += len(records)
 
     # ----------------------------------------------------------------- transactions
 
-    def stage(self, transaction_id: str, batch: list[tuple[Hashable, Any]] | Columns) -> int:
+    def stage(
+        self,
+        transaction_id: str,
+        batch: list[tuple[Hashable, Any]] | Columns,
+        raw: Raw | None = None,
+    ) -> int:
         """Add records to a transaction (created on first use); returns its size.
 
         ``batch`` is ``(time, record)`` pairs, or :class:`Columns` (an Arrow body), kept as
         they are: their times are checked in bulk here and the records become Python
-        objects only when committed.
+        objects only when committed. ``raw`` is the batch as it arrived, for the journal.
         """
-        base = self._check_open()
+        base_time = self._check_open()
         if self._staged + len(batch) > self._limits.max_staged_records_per_input:
             raise LimitExceeded(
                 f"input {self.name!r} would hold more than max_staged_records_per_input "
                 f"({self._limits.max_staged_records_per_input}) staged records"
             )
         if isinstance(batch, list):
-            self._check_staged_pairs(batch, base.time)
+            self._check_staged_pairs(batch, base_time)
         elif len(batch):
-            self._check_staged_columns(batch, base.time)
+            self._check_staged_columns(batch, base_time)
+        self._record("stage", (transaction_id,), raw, batch)
         transaction = self.transactions.get(transaction_id)
         if transaction is None:
             transaction = self.transactions[transaction_id] = Transaction(transaction_id)
@@ -414,9 +546,10 @@ class ProducerInput:
     def abort(self, transaction_id: str) -> int:
         """Discard a transaction's staged records; returns how many there were (0 if none)."""
         self._check_open()
-        transaction = self.transactions.pop(transaction_id, None)
-        if transaction is None:
+        if transaction_id not in self.transactions:
             return 0
+        self._record("abort", (transaction_id,), None, None)
+        transaction = self.transactions.pop(transaction_id)
         self._staged -= transaction.size
         return transaction.size
 
@@ -444,7 +577,9 @@ class ProducerInput:
         there when no session is open (an open session holds the input at the meet of the
         sessions' times); an ``advance_to`` the input is already at or past is satisfied.
         """
-        base = self._check_open()
+        base_time = self._check_open()
+        discard = list(discard)
+        meta = (session_id, list(transaction_ids), idempotency_key, advance_to, discard)
         done = self._commits.get(idempotency_key)
         if done is not None:
             if done[0] != tuple(transaction_ids):
@@ -454,7 +589,9 @@ class ProducerInput:
                     idempotency_key,
                     list(done[0]),
                 )
-            self._discard(discard)
+            if any(t in self.transactions for t in discard):
+                self._record("commit", meta, None, None)
+                self._discard(discard)
             return done[1]
         session = None if session_id is None else self._session(session_id)
         missing = [t for t in transaction_ids if t not in self.transactions]
@@ -465,7 +602,7 @@ class ProducerInput:
             time = session.time
             self._check_commit(chunks, time, f"the session's time {time!r}")
         else:
-            time = base.time
+            time = base_time
             self._check_commit(chunks, time, f"input {self.name!r}'s time {time!r}")
         if advance_to is not None:
             _check(advance_to, like=self._minimum, pointer="/advance_to")
@@ -477,16 +614,17 @@ class ProducerInput:
                     f"cannot advance the {held} from {time!r} to the earlier {advance_to!r}; "
                     f"nothing was committed"
                 )
+            if session is not None:
+                self._check_advance(session, advance_to, "/advance_to")
+        self._record("commit", meta, None, None)
         applied = self._send_staged(chunks)
         for t in transaction_ids:
             self._staged -= self.transactions.pop(t).size
         if advance_to is not None:
             if session is not None:
-                self._advance(session, advance_to, "/advance_to")
+                self._advance(session, advance_to)
             elif not self.sessions:
-                base.downgrade(advance_to)
-                if self.on_frontier is not None:
-                    self.on_frontier()
+                self._move_base(advance_to)
         ack = self._ack(session, None, applied)
         self._commits[idempotency_key] = (tuple(transaction_ids), ack)
         while len(self._commits) > self._limits.idempotency_keys_kept:
@@ -537,11 +675,8 @@ class ProducerInput:
                     have.extend(records)
         if not count:
             return 0
-        output = self._output
-        for at, records in groups.items():
-            # The input's capability is at or before ``at``: checked by _check_commit.
-            output.send_at(at, records)
-        output.operator.touch()
+        # The input's capability is at or before each time: checked by _check_commit.
+        self._effect(self._emit, list(groups.items()))
         self.records_in += count
         return count
 
@@ -549,22 +684,28 @@ class ProducerInput:
 
     def close(self) -> None:
         """Close the input and every session: the input is complete."""
-        if self._base is None:
+        if self._time is None:
             return
+        self._record("close", (), None, None)
         for session in list(self.sessions.values()):
             session.closed = True
-            session.capability.drop()
+            self._effect(session.capability.drop)
         self.sessions.clear()
         self.transactions.clear()
         self._staged = 0
-        self._base.drop()
-        self._base = None
-        if self.on_frontier is not None:
-            self.on_frontier()
+        self._time = None
+        self._effect(self._drop_base)
+
+    def _drop_base(self) -> None:
+        base, self._base = self._base, None
+        if base is not None:
+            base.drop()
+            if self.on_frontier is not None:
+                self.on_frontier()
 
     def release_session(self, session_id: str) -> None:
         """Close a session if it is still open (its producer went away without closing it)."""
-        if session_id in self.sessions and self._base is not None and not self.dropped:
+        if session_id in self.sessions and self._time is not None and not self.dropped:
             self.close_session(session_id)
 
     def view(self) -> InputView:

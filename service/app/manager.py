@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import logging
 import time as wallclock
 import uuid
 from collections import OrderedDict
@@ -36,12 +37,14 @@ from operators.graph import (
     register_operator,
 )
 from operators.sync import Sequencer
-from service.app.errors import Gone, Invalid, LimitExceeded, NotFound
+from service.app.durable import BatchDecoder, InputJournal, Replayed, Store
+from service.app.errors import Gone, Invalid, LimitExceeded, NotFound, Unavailable
 from service.app.frontiers import FrontierCodec, FrontierFeed, FrontierWatch
 from service.app.inputs import ProducerInput, producer_input
 from service.app.outputs import OutputLog, Subscriber, sorted_times
 from service.app.settings import Settings
 from service.app.views import (
+    ConsumerView,
     DataflowPage,
     DataflowStats,
     DataflowSummary,
@@ -52,9 +55,13 @@ from service.app.views import (
     OutputStats,
     PortState,
     RecordErrors,
+    StoreStats,
 )
 from service.progress import Antichain, Source
 from service.runtime import INTEGERS, Fabric, TimeDomain, stable_hash
+from service.store import Durability
+
+log = logging.getLogger("frontier.service")
 
 
 @dataclass(slots=True)
@@ -101,6 +108,10 @@ def _no_codec(location: str, frontier: list[Hashable]) -> bytes:
     raise RuntimeError("frontier events need a codec: DataflowManager(frontier_codec=...)")
 
 
+def _no_decoder(raw: tuple[str, bytes]) -> Any:
+    raise RuntimeError("replaying logged batches needs DataflowManager(batch_decoder=...)")
+
+
 Reader = Callable[[], list[Hashable]]
 """Reads one location's frontier now, in its domain's total order."""
 
@@ -110,12 +121,32 @@ class DataflowManager:
 
     ``frontier_codec`` encodes a location's frontier as the event frontier watches are
     sent (the API's wire format); watches read with :meth:`FrontierWatch.take` need none.
+    ``batch_decoder`` decodes a batch logged as it arrived (JSON or Arrow bytes), for
+    recovery.
+
+    With a ``data_dir`` every dataflow, every operation on its inputs and every consumer's
+    commit is stored (:mod:`service.app.durable`), and :meth:`start` recovers what the
+    directory holds: until that is done, :attr:`ready` is false.
     """
 
-    def __init__(self, settings: Settings, frontier_codec: FrontierCodec | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        frontier_codec: FrontierCodec | None = None,
+        batch_decoder: BatchDecoder | None = None,
+    ) -> None:
         self.settings = settings
         self.limits = settings.limits
         self.frontier_codec: FrontierCodec = frontier_codec or _no_codec
+        self.batch_decoder: BatchDecoder = batch_decoder or _no_decoder
+        self.store: Store | None = None
+        self._journals: dict[tuple[str, str], InputJournal] = {}
+        """Each input's journal (dataflow id, input name), opened before it is built."""
+        self.ready = False
+        """Whether what the data directory held is recovered (the service takes requests)."""
+        self.recovery_seconds: float | None = None
+        self.replayed = Replayed()
+        self._recovery: asyncio.Task[None] | None = None
         self.dataflows: dict[str, DataflowRecord] = {}
         self.fabric: Fabric | None = None
         self._workers: list[Worker] = []
@@ -139,6 +170,17 @@ class DataflowManager:
         Each worker runs the control plane's sequencer as its dataflow 0.
         """
         load_operator_plugins(self.settings.operator_modules)
+        stored = []
+        if self.settings.data_dir is not None:
+            durability = Durability(self.settings.durability)
+            self.store = Store(self.settings.data_dir, durability, on_failure=self._store_failed)
+            stored = list(self.store.catalogue.dataflows())
+            # Every log is opened (every frame checked) before anything runs: a corrupt
+            # directory refuses to start, naming the file and the offset.
+            for dataflow in stored:
+                if dataflow.status != "failed":
+                    for index, name in enumerate(self.compile(dataflow.graph).spec.inputs()):
+                        self._journal(dataflow.id, index, name)
         peers = self.settings.workers
         fabric = self.fabric = Fabric(peers)
         self._workers = [Worker(i, peers, fabric) for i in range(peers)]
@@ -148,6 +190,67 @@ class DataflowManager:
             loop.create_task(self._run(worker, sequencer), name=f"frontier-worker-{worker.index}")
             for worker, sequencer in zip(self._workers, self._sequencers, strict=True)
         ]
+        if stored:
+            self._recovery = loop.create_task(self._recover(stored), name="frontier-recovery")
+        else:
+            self.ready = True
+
+    def _journal(self, dataflow: str, index: int, name: str) -> InputJournal:
+        journal = self._journals.get((dataflow, name))
+        if journal is None:
+            assert self.store is not None
+            journal = self.store.journal(dataflow, index, name, self._decode)
+            self._journals[(dataflow, name)] = journal
+        return journal
+
+    def _decode(self, raw: tuple[str, bytes]) -> Any:
+        return self.batch_decoder(raw)
+
+    async def _recover(self, stored: list[Any]) -> None:
+        """Build every stored dataflow again, in creation order, and replay its inputs."""
+        began = wallclock.perf_counter()
+        store = self.store
+        assert store is not None
+        try:
+            for dataflow in stored:
+                record = DataflowRecord(
+                    dataflow.id,
+                    dataflow.tenant,
+                    dataflow.name,
+                    dataflow.graph,
+                    self.compile(dataflow.graph),
+                    created_at=dataflow.created_at,
+                )
+                self.dataflows[record.id] = record
+                if dataflow.status == "failed":
+                    record.status, record.error = "failed", dataflow.error
+                    continue
+                await self._command("create", record)
+                for output, consumer, committed in store.catalogue.consumers(record.id):
+                    log_ = record.outputs.get(output)
+                    if log_ is not None:
+                        log_.commit(consumer, committed)
+                for name, producer in record.inputs.items():
+                    self._journals[(record.id, name)].replay(producer, self.replayed)
+                    await asyncio.sleep(0)  # let the workers take what was replayed
+        except Exception as error:
+            self._failure = error
+            log.exception("recovery failed: %s", error)
+            raise
+        self.recovery_seconds = wallclock.perf_counter() - began
+        self.ready = True
+        log.info(
+            "recovered %d dataflows, %d records replayed in %.3f s",
+            len(stored),
+            self.replayed.records,
+            self.recovery_seconds,
+        )
+
+    def _store_failed(self, error: BaseException) -> None:
+        """A sync failed: nothing can be acknowledged any more (fail-stop)."""
+        self._failure = error
+        log.critical("the data directory failed, the service stops: %s", error)
+        self._fail_pending(f"the service stopped: the data directory failed: {error}")
 
     def closing(self) -> None:
         """Stop taking work: close every subscriber and watch with "going away".
@@ -177,12 +280,22 @@ class DataflowManager:
             except Exception:  # the engine failed earlier: kept in self.failure
                 pass
         self._tasks.clear()
+        if self._recovery is not None:
+            self._recovery.cancel()
+            await asyncio.gather(self._recovery, return_exceptions=True)
         self._fail_pending("the service stopped")
+        if self.store is not None:
+            await self.store.close()
 
     @property
     def running(self) -> bool:
         """Whether the workers are running."""
         return bool(self._tasks) and not self._stopping and self._failure is None
+
+    def check_ready(self) -> None:
+        """:class:`Unavailable` while the service recovers (or is not running)."""
+        if not self.ready and self._failure is None:
+            raise Unavailable("the service is recovering its data directory", retry_after=1)
 
     @property
     def failure(self) -> str | None:
@@ -269,8 +382,15 @@ class DataflowManager:
 
     def _add_input(self, record: DataflowRecord, producer: ProducerInput) -> None:
         record.inputs[producer.name] = producer
+        if self.store is not None:
+            index = list(record.plan.spec.inputs()).index(producer.name)
+            producer.journal = self._journal(record.id, index, producer.name)
+            if self.store.durability is Durability.FSYNC:
+                producer.defer_effects()
         location = f"input:{producer.name}"
-        producer.on_frontier = lambda: self._moved_at(record.id, location, producer.frontier)
+        producer.on_frontier = lambda: self._moved_at(
+            record.id, location, producer.applied_frontier
+        )
 
     def _add_output(self, record: DataflowRecord, name: str, peers: int) -> OutputLog:
         log = record.outputs[name] = OutputLog(
@@ -324,6 +444,8 @@ class DataflowManager:
             return
         record.status = "failed"
         record.error = f"{type(error).__name__}: {error}"
+        if self.store is not None:
+            self.store.catalogue.set_status(record.id, "failed", record.error)
         # Every worker must drop it, at the same point in the command order.
         self._sequencers[0].push(("drop", record.id, record.index))
         reason = f"the dataflow failed: {record.error}"
@@ -369,8 +491,17 @@ class DataflowManager:
                 f"tenant {tenant!r} has {owned} dataflows, the limit (max_dataflows_per_tenant)"
             )
         record = DataflowRecord(uuid.uuid4().hex, tenant, name or "", graph, plan)
+        if self.store is not None:
+            self.store.catalogue.add_dataflow(
+                record.id, tenant, record.name, graph, record.created_at
+            )
         self.dataflows[record.id] = record
-        await self._command("create", record)
+        try:
+            await self._command("create", record)
+        except BaseException:
+            if self.store is not None:
+                self.store.drop(record.id)
+            raise
         return record
 
     def get(self, tenant: str, dataflow_id: str) -> DataflowRecord:
@@ -424,6 +555,10 @@ class DataflowManager:
             watch.close("the dataflow was dropped")
         del self.dataflows[dataflow_id]
         record.built.clear()
+        if self.store is not None:
+            self.store.drop(dataflow_id)
+            for name in record.inputs:
+                self._journals.pop((dataflow_id, name), None)
         self._dropped[dataflow_id] = tenant
         while len(self._dropped) > 10_000:
             self._dropped.popitem(last=False)
@@ -445,6 +580,40 @@ class DataflowManager:
         if log is None:
             raise NotFound(f"dataflow {dataflow_id!r} has no output {name!r}")
         return log
+
+    def commit_consumer(
+        self, tenant: str, dataflow_id: str, name: str, consumer: str, committed: Hashable | None
+    ) -> ConsumerView:
+        """Register a reader of an output and what it has read (stored before it counts)."""
+        log_ = self.output(tenant, dataflow_id, name)
+        view = log_.commit(consumer, committed)
+        if self.store is not None:
+            self.store.catalogue.commit_consumer(dataflow_id, name, consumer, view.committed)
+        return view
+
+    def forget_consumer(self, tenant: str, dataflow_id: str, name: str, consumer: str) -> bool:
+        """Unregister a reader of an output; whether it was registered."""
+        log_ = self.output(tenant, dataflow_id, name)
+        if not log_.forget_consumer(consumer):
+            return False
+        if self.store is not None:
+            self.store.catalogue.forget_consumer(dataflow_id, name, consumer)
+        return True
+
+    def store_stats(self) -> StoreStats | None:
+        """What the metrics show of the data directory (``None`` without one)."""
+        store = self.store
+        if store is None:
+            return None
+        committer = store.committer
+        return StoreStats(
+            store.log_bytes,
+            committer.syncs,
+            committer.sync_seconds,
+            committer.last_sync_seconds,
+            self.recovery_seconds,
+            self.replayed.records,
+        )
 
     def subscribe(
         self, tenant: str, dataflow_id: str, name: str, frontier: Sequence[Hashable] | None
@@ -482,7 +651,7 @@ class DataflowManager:
             record.graph,
             record.error,
             {
-                name: InputState(p.frontier(), len(p.sessions), p.records_in, p.closed)
+                name: InputState(p.applied_frontier(), len(p.sessions), p.records_in, p.closed)
                 for name, p in record.inputs.items()
             },
             {
@@ -523,7 +692,9 @@ class DataflowManager:
         """What the metrics show of every dataflow."""
         result: list[DataflowStats] = []
         for record in self.dataflows.values():
-            least = [t for p in record.inputs.values() for t in p.frontier() if type(t) is int]
+            least = [
+                t for p in record.inputs.values() for t in p.applied_frontier() if type(t) is int
+            ]
             outputs: dict[str, OutputStats] = {}
             for name, log in record.outputs.items():
                 frontier = [t for t in log.frontier() if type(t) is int]
@@ -547,7 +718,7 @@ class DataflowManager:
         """
         result: dict[str, list[Any]] = {}
         for name, producer in record.inputs.items():
-            result[f"input:{name}"] = producer.frontier()
+            result[f"input:{name}"] = producer.applied_frontier()
         for name, log in record.outputs.items():
             result[f"output:{name}"] = sorted_times(log.frontier())
         if operators:

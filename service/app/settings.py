@@ -29,7 +29,13 @@ class Settings:
     host: str = "127.0.0.1"
     port: int = 8080
     workers: int = 1
-    data_dir: str = ".frontier"
+    data_dir: str | None = None
+    """Where the catalogue and the inputs' logs live (``frontier serve``: ``.frontier``);
+    ``None`` keeps everything in memory, as a library user running a dataflow in-process
+    may want."""
+    durability: str = "fsync"
+    """When an acknowledged operation is durable: ``fsync``, ``group`` or ``none``
+    (``docs/durability.md``)."""
     tokens: dict[str, str] = field(default_factory=dict)
     """Bearer token -> tenant. Empty means no authentication (every request is tenant
     ``default``)."""

@@ -171,3 +171,17 @@ class OutputStats:
     """How far the output's frontier is behind its inputs' (integer times; None if unknown)."""
     subscribers: int
     queued: int
+
+
+@dataclass(frozen=True, slots=True)
+class StoreStats:
+    """What the metrics show of the data directory."""
+
+    log_bytes: int
+    syncs: int
+    sync_seconds: float
+    """Time spent in syncs, in all."""
+    last_sync_seconds: float
+    recovery_seconds: float | None
+    """How long the last start's recovery took (``None`` until it is done)."""
+    records_replayed: int

@@ -3,7 +3,16 @@
 Used by :mod:`service.app`; knows no HTTP. See ``docs/durability.md``.
 """
 
+from service.store.catalogue import Catalogue, NewerCatalogue, StoredDataflow
 from service.store.durability import Committer, Durability
 from service.store.log import CorruptLog, Log
 
-__all__ = ["Committer", "CorruptLog", "Durability", "Log"]
+__all__ = [
+    "Catalogue",
+    "Committer",
+    "CorruptLog",
+    "Durability",
+    "Log",
+    "NewerCatalogue",
+    "StoredDataflow",
+]

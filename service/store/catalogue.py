@@ -18,16 +18,21 @@ directory written by a newer one with :class:`NewerCatalogue`, changing nothing.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Hashable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+import orjson
+
+from operators.capture.event import decode_time, encode_time
 
 FILE = "catalogue.sqlite3"
 
 MIGRATIONS: tuple[str, ...] = (
     """
     CREATE TABLE dataflows (
-        position   INTEGER PRIMARY KEY,
+        position   INTEGER PRIMARY KEY AUTOINCREMENT,
         id         TEXT NOT NULL UNIQUE,
         tenant     TEXT NOT NULL,
         name       TEXT NOT NULL,
@@ -70,8 +75,8 @@ class StoredDataflow:
     id: str
     tenant: str
     name: str
-    graph: bytes
-    """The graph as JSON, as it was submitted."""
+    graph: Any
+    """The graph, as it was submitted."""
     created_at: float
     status: str
     error: str | None
@@ -124,12 +129,15 @@ class Catalogue:
 
     # ----------------------------------------------------------------- dataflows
 
-    def add_dataflow(self, id: str, tenant: str, name: str, graph: bytes, created_at: float) -> int:
-        """Record a new dataflow (status ``running``); its position in creation order."""
+    def add_dataflow(self, id: str, tenant: str, name: str, graph: Any, created_at: float) -> int:
+        """Record a new dataflow (status ``running``); its position in creation order.
+
+        The graph is kept as JSON. Positions only grow: a new dataflow is after every other.
+        """
         cursor = self._db.execute(
             "INSERT INTO dataflows (id, tenant, name, graph, created_at, status) "
             "VALUES (?, ?, ?, ?, ?, 'running')",
-            (id, tenant, name, graph, created_at),
+            (id, tenant, name, orjson.dumps(graph), created_at),
         )
         assert cursor.lastrowid is not None
         return cursor.lastrowid
@@ -158,19 +166,22 @@ class Catalogue:
             "SELECT position, id, tenant, name, graph, created_at, status, error "
             "FROM dataflows ORDER BY position"
         )
-        for row in rows.fetchall():
-            yield StoredDataflow(*row)
+        for position, id, tenant, name, graph, created_at, status, error in rows.fetchall():
+            yield StoredDataflow(
+                position, id, tenant, name, orjson.loads(graph), created_at, status, error
+            )
 
     # ----------------------------------------------------------------- consumers
 
     def commit_consumer(
-        self, dataflow: str, output: str, consumer: str, committed: bytes | None
+        self, dataflow: str, output: str, consumer: str, committed: Hashable | None
     ) -> None:
-        """Record what a consumer has committed (``committed``: a time as JSON, or None)."""
+        """Record what a consumer has committed (a time, kept as JSON, or None)."""
+        value = None if committed is None else orjson.dumps(encode_time(committed))
         self._db.execute(
             "INSERT INTO consumers (dataflow, output, consumer, committed) VALUES (?, ?, ?, ?) "
             "ON CONFLICT (dataflow, output, consumer) DO UPDATE SET committed = excluded.committed",
-            (dataflow, output, consumer, committed),
+            (dataflow, output, consumer, value),
         )
 
     def forget_consumer(self, dataflow: str, output: str, consumer: str) -> None:
@@ -180,14 +191,17 @@ class Catalogue:
             (dataflow, output, consumer),
         )
 
-    def consumers(self, dataflow: str) -> list[tuple[str, str, bytes | None]]:
+    def consumers(self, dataflow: str) -> list[tuple[str, str, Hashable | None]]:
         """A dataflow's consumers: ``(output, consumer, committed)``."""
         rows = self._db.execute(
             "SELECT output, consumer, committed FROM consumers WHERE dataflow = ? "
             "ORDER BY output, consumer",
             (dataflow,),
         )
-        return [(str(o), str(c), t) for o, c, t in rows.fetchall()]
+        return [
+            (str(o), str(c), None if t is None else decode_time(orjson.loads(t)))
+            for o, c, t in rows.fetchall()
+        ]
 
     # ----------------------------------------------------------------- checkpoints
 

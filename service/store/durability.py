@@ -81,6 +81,8 @@ class Committer:
             while self._dirty:
                 logs, self._dirty = self._dirty, set()
                 waiting, self._waiting = self._waiting, []
+                # What this round makes durable: every frame appended before it began.
+                marks = {log: log.next_position for log in logs}
                 began = time.perf_counter()
                 try:
                     # In a thread: the event loop goes on taking appends for the next round.
@@ -88,6 +90,8 @@ class Committer:
                 except Exception as error:  # an I/O error: nothing is durable any more
                     self._failed(error, waiting)
                     return
+                for log, mark in marks.items():
+                    log.synced = max(log.synced, mark)
                 self.last_sync_seconds = time.perf_counter() - began
                 self.sync_seconds += self.last_sync_seconds
                 self.syncs += 1
@@ -113,7 +117,10 @@ class Committer:
             await asyncio.gather(task, return_exceptions=True)
         if self.failure is None and self._dirty:
             logs, self._dirty = self._dirty, set()
+            marks = {log: log.next_position for log in logs}
             _sync_all(logs)
+            for log, mark in marks.items():
+                log.synced = max(log.synced, mark)
 
 
 def _sync_all(logs: set[Log]) -> None:

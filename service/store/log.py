@@ -125,6 +125,8 @@ class Log:
         self.torn_bytes = 0
         """How many bytes of a torn tail were cut off when the log was opened."""
         self._open_segments()
+        self.synced = self.next_position
+        """Every frame before this position is durable (the committer moves it on)."""
         self._fd = -1
         self._dirty = False
         self._new_segment = False

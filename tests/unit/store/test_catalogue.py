@@ -7,19 +7,20 @@ from pathlib import Path
 
 import pytest
 
+from service.progress import Product
 from service.store.catalogue import FILE, VERSION, Catalogue, NewerCatalogue
 
 
 def test_dataflows_come_back_in_creation_order_after_reopening(tmp_path: Path) -> None:
     catalogue = Catalogue(tmp_path)
-    assert catalogue.add_dataflow("b", "t", "first", b'{"g": 1}', 10.0) == 1
-    assert catalogue.add_dataflow("a", "u", "", b'{"g": 2}', 11.0) == 2
-    catalogue.add_dataflow("c", "t", "third", b"{}", 12.0)
+    assert catalogue.add_dataflow("b", "t", "first", {"g": 1}, 10.0) == 1
+    assert catalogue.add_dataflow("a", "u", "", {"g": [2, "x"]}, 11.0) == 2
+    catalogue.add_dataflow("c", "t", "third", {}, 12.0)
     catalogue.set_status("a", "failed", "ValueError: no")
-    catalogue.commit_consumer("b", "out", "spark", b"5")
-    catalogue.commit_consumer("b", "out", "spark", b"7")
+    catalogue.commit_consumer("b", "out", "spark", 5)
+    catalogue.commit_consumer("b", "out", "spark", Product(7, 1))
     catalogue.commit_consumer("b", "out", "other", None)
-    catalogue.commit_consumer("c", "out", "spark", b"1")
+    catalogue.commit_consumer("c", "out", "spark", 1)
     catalogue.checkpoint("c", "x", 40, b"state")
     catalogue.drop_dataflow("c")
     catalogue.close()
@@ -27,20 +28,20 @@ def test_dataflows_come_back_in_creation_order_after_reopening(tmp_path: Path) -
     assert [
         (d.position, d.id, d.tenant, d.name, d.graph, d.created_at) for d in again.dataflows()
     ] == [
-        (1, "b", "t", "first", b'{"g": 1}', 10.0),
-        (2, "a", "u", "", b'{"g": 2}', 11.0),
+        (1, "b", "t", "first", {"g": 1}, 10.0),
+        (2, "a", "u", "", {"g": [2, "x"]}, 11.0),
     ]
     assert [(d.status, d.error) for d in again.dataflows()] == [
         ("running", None),
         ("failed", "ValueError: no"),
     ]
-    assert again.consumers("b") == [("out", "other", None), ("out", "spark", b"7")]
+    assert again.consumers("b") == [("out", "other", None), ("out", "spark", Product(7, 1))]
     assert again.consumers("c") == []
     assert again.checkpoints("c") == {}
     again.forget_consumer("b", "out", "other")
-    assert again.consumers("b") == [("out", "spark", b"7")]
+    assert again.consumers("b") == [("out", "spark", Product(7, 1))]
     # A new dataflow never takes a dropped one's position: creation order stays total.
-    assert again.add_dataflow("d", "t", "", b"{}", 13.0) == 3
+    assert again.add_dataflow("d", "t", "", {}, 13.0) == 4
 
 
 def test_an_older_directory_is_migrated_and_a_newer_one_refused(tmp_path: Path) -> None:
@@ -71,4 +72,4 @@ def test_a_fresh_file_is_at_version_zero_until_migrated(tmp_path: Path) -> None:
             "SELECT name FROM sqlite_master WHERE type = 'table'"
         )
     }
-    assert tables == {"dataflows", "consumers", "checkpoints"}
+    assert tables == {"dataflows", "consumers", "checkpoints", "sqlite_sequence"}

@@ -1,0 +1,204 @@
+"""The service's durable store: the catalogue and a log per input, and recovery from them.
+
+Every operation on an input (a session opened, a push, an advance, a staging request, a
+commit, ...) is written to the input's log before it takes effect, as it arrived: a batch
+keeps the bytes the client sent (JSON or Arrow), decoded again only on recovery, by the
+decoder the API hands over. Under ``durability: fsync`` the operation's effects on the
+dataflow (records sent, capabilities moved or dropped) wait until its frame is on disk, and
+so does its acknowledgement: nothing downstream ever shows what a crash could take back.
+
+Recovery replays each input's log through the same :class:`~service.app.inputs.ProducerInput`
+code, in order, so sessions, sequence numbers, transactions and idempotency keys come back
+as they were, and the outputs are recomputed (operators are deterministic per time).
+"""
+
+from __future__ import annotations
+
+import pickle
+import shutil
+from collections.abc import Awaitable, Callable, Hashable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from service.app.errors import Unavailable
+from service.app.inputs import Columns, ProducerInput, Raw
+from service.app.settings import Limits
+from service.store import Catalogue, Committer, Durability, Log
+
+BatchDecoder = Callable[[Raw], "list[tuple[Hashable, Any]] | Columns"]
+"""Decodes a batch as it arrived (JSON or Arrow bytes) into pairs or columns: the API's."""
+
+_REPLAY_LIMITS = Limits(
+    max_batch_records=1 << 62,
+    max_sessions_per_input=1 << 62,
+    max_staged_records_per_input=1 << 62,
+    idempotency_keys_kept=Limits().idempotency_keys_kept,
+)
+"""Replay re-applies what was accepted once: no size limit may refuse it the second time."""
+
+
+class ReplayError(Exception):
+    """An input's log does not replay (a bug, or a log from another graph): fail-stop."""
+
+
+@dataclass(slots=True)
+class Replayed:
+    """What a recovery replayed."""
+
+    frames: int = 0
+    records: int = 0
+
+
+class InputJournal:
+    """One input's log: writes its operations, says when they are durable, replays them."""
+
+    __slots__ = ("committer", "decode", "log", "name", "position")
+
+    def __init__(self, log: Log, committer: Committer, decode: BatchDecoder, name: str) -> None:
+        self.log = log
+        self.committer = committer
+        self.decode = decode
+        self.name = name
+        self.position = log.next_position - 1
+        """The position of the last frame written."""
+
+    @property
+    def synced(self) -> int:
+        """Every operation logged before this position is durable."""
+        return self.log.synced
+
+    def record(self, kind: str, meta: tuple[Any, ...], raw: Raw | None, data: Any) -> None:
+        """Write one operation; :class:`Unavailable` (nothing applied) if the disk refuses."""
+        payload = pickle.dumps((kind, meta, raw, None if raw is not None else data), 5)
+        try:
+            self.position = self.log.append([payload])
+        except OSError as error:
+            raise Unavailable(
+                f"input {self.name!r} cannot log the {kind}: {error.strerror or error}; "
+                f"nothing of it was applied",
+                retry_after=1,
+            ) from None
+
+    def wait(self) -> Awaitable[None] | None:
+        """What to await until everything written so far is durable (None: nothing)."""
+        if self.log.synced > self.position:
+            return None
+        try:
+            return self.committer.written(self.log)
+        except OSError as error:
+            raise Unavailable(
+                f"the data directory failed: {error.strerror or error}", retry_after=1
+            ) from None
+
+    def replay(self, producer: ProducerInput, replayed: Replayed) -> None:
+        """Apply every logged operation to ``producer`` again, in order, effects at once."""
+        journal, producer.journal = producer.journal, None
+        limits, producer._limits = producer._limits, _REPLAY_LIMITS
+        try:
+            for position, payload in self.log.replay():
+                kind, meta, raw, data = pickle.loads(payload)
+                try:
+                    replayed.records += _apply(producer, kind, meta, raw, data, self.decode)
+                except Exception as error:
+                    raise ReplayError(
+                        f"{self.log.directory}: frame {position} ({kind}) of input "
+                        f"{self.name!r} does not replay: {type(error).__name__}: {error}"
+                    ) from error
+                replayed.frames += 1
+        finally:
+            producer.journal = journal
+            producer._limits = limits
+
+
+def _apply(
+    producer: ProducerInput,
+    kind: str,
+    meta: tuple[Any, ...],
+    raw: Raw | None,
+    data: Any,
+    decode: BatchDecoder,
+) -> int:
+    """Apply one logged operation; how many records it carried."""
+    if kind == "push":
+        session, seq = meta
+        if raw is not None:
+            pairs = decode(raw)
+            assert isinstance(pairs, list)
+            times, records = _unzip(pairs)
+        else:
+            times, records = data
+        producer.push_columns(session, seq, times, records)
+        return len(records)
+    if kind == "stage":
+        (transaction,) = meta
+        batch = decode(raw) if raw is not None else data
+        producer.stage(transaction, batch)
+        return len(batch)
+    if kind == "open":
+        session, time = meta
+        producer.open_session(time, id=session)
+    elif kind == "advance":
+        session, time, seq = meta
+        producer.advance(session, time, seq)
+    elif kind == "close_session":
+        producer.close_session(meta[0])
+    elif kind == "abort":
+        producer.abort(meta[0])
+    elif kind == "commit":
+        session, transactions, key, advance_to, discard = meta
+        producer.commit(session, transactions, key, advance_to, discard)
+    elif kind == "close":
+        producer.close()
+    else:
+        raise ReplayError(f"unknown operation {kind!r}")
+    return 0
+
+
+def _unzip(pairs: list[tuple[Hashable, Any]]) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+    if not pairs:
+        return (), ()
+    times, records = zip(*pairs, strict=True)
+    return times, records
+
+
+class Store:
+    """A data directory: the catalogue, the inputs' logs, and group commit over them."""
+
+    def __init__(
+        self,
+        directory: Path | str,
+        durability: Durability,
+        on_failure: Callable[[BaseException], None] | None = None,
+    ) -> None:
+        self.directory = Path(directory)
+        self.catalogue = Catalogue(self.directory)
+        self.committer = Committer(durability, on_failure=on_failure)
+        self.durability = durability
+        self._logs: dict[str, list[Log]] = {}
+
+    def journal(self, dataflow: str, index: int, name: str, decode: BatchDecoder) -> InputJournal:
+        """The journal of input ``name`` (the ``index``-th of its graph) of ``dataflow``."""
+        log = Log(self.directory / "inputs" / dataflow / str(index))
+        self._logs.setdefault(dataflow, []).append(log)
+        return InputJournal(log, self.committer, decode, name)
+
+    def drop(self, dataflow: str) -> None:
+        """Forget a dataflow: its catalogue rows, then its logs."""
+        self.catalogue.drop_dataflow(dataflow)
+        for log in self._logs.pop(dataflow, []):
+            log.close()
+        shutil.rmtree(self.directory / "inputs" / dataflow, ignore_errors=True)
+
+    @property
+    def log_bytes(self) -> int:
+        """Bytes held in every input's log."""
+        return sum(log.size for logs in self._logs.values() for log in logs)
+
+    async def close(self) -> None:
+        """Sync what is left and close every file."""
+        await self.committer.close()
+        for logs in self._logs.values():
+            for log in logs:
+                log.close()
+        self.catalogue.close()
