@@ -303,11 +303,23 @@ async def push_stream(request: web.Request) -> web.WebSocketResponse:
     sent and not yet answered. A reader takes frames off the socket as they arrive and counts
     them; one more than the credits closes the socket with 4429 (the client ignored the flow
     control). Each answer returns a credit and says how many the client has now.
+
+    ``?session=ID`` resumes an open session instead of opening one (after a broken
+    connection or a restart of the server): frames not acknowledged are sent again with
+    their sequence numbers, and are applied once.
     """
     producer = manager_of(request).input(
         tenant_of(request), request.match_info["id"], request.match_info["input"]
     )
-    session = producer.open_session(time_param(request, "start"))
+    resumed = request.query.get("session")
+    if resumed is not None:
+        if "start" in request.query:
+            raise BadRequest("give start (a new session) or session (to resume one), not both")
+        session = producer.attach(resumed)
+    else:
+        session = producer.open_session(time_param(request, "start"))
+        producer.attached.add(session.id)
+        await producer.durable()
     limits = request.app[SETTINGS].limits
     credits = limits.ws_credits
     ws = await _open(request)

@@ -185,6 +185,8 @@ class ProducerInput:
         self._commits: OrderedDict[str, tuple[tuple[str, ...], Ack]] = OrderedDict()
         self.records_in = 0
         self.dropped = False
+        self.attached: set[str] = set()
+        """Sessions a producer's socket is attached to (one socket per session)."""
         self.on_frontier: Callable[[], None] | None = None
         """Called each time the input's frontier moves (its own capability moved)."""
         self.journal: Journal | None = None
@@ -703,8 +705,21 @@ class ProducerInput:
             if self.on_frontier is not None:
                 self.on_frontier()
 
+    def attach(self, session_id: str) -> Session:
+        """Attach a producer's socket to an open session (one at a time): to resume it.
+
+        A producer whose connection broke (or whose server restarted) goes on with the same
+        session, retrying what was not acknowledged with the same sequence numbers.
+        """
+        session = self._session(session_id)
+        if session_id in self.attached:
+            raise Conflict(f"session {session_id} of input {self.name!r} has a socket already")
+        self.attached.add(session_id)
+        return session
+
     def release_session(self, session_id: str) -> None:
         """Close a session if it is still open (its producer went away without closing it)."""
+        self.attached.discard(session_id)
         if session_id in self.sessions and self._time is not None and not self.dropped:
             self.close_session(session_id)
 
