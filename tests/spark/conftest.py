@@ -52,6 +52,8 @@ def start_server(log: Path, *extra: str) -> tuple[subprocess.Popen[bytes], str]:
                 str(port),
                 "--log-format",
                 "text",
+                "--data-dir",
+                str(log.with_suffix(".data")),
                 *extra,
             ],
             cwd=ROOT,
