@@ -152,7 +152,16 @@ def serve(
         limits=Limits(**config.get("limits", {})),
         operator_modules=tuple(config.get("operator_modules", ())) + operator_modules,
     )
-    asyncio_run(_serve(settings, demo, access_log))
+    from service.app import StoreError
+
+    try:
+        code = asyncio_run(_serve(settings, demo, access_log))
+    except StoreError as error:
+        # Refuse to start, touching nothing: the operator decides what to do with the files.
+        click.echo(f"frontier: cannot start: {error}", err=True)
+        raise SystemExit(2) from None
+    if code:
+        raise SystemExit(code)
 
 
 def _durability(value: str) -> str:
@@ -174,7 +183,8 @@ def asyncio_run(coroutine: Any) -> Any:
     return uvloop.run(coroutine)
 
 
-async def _serve(settings: Any, demo: bool, access_log: str = "control") -> None:
+async def _serve(settings: Any, demo: bool, access_log: str = "control") -> int:
+    """Serve until SIGINT/SIGTERM (0), or until the data directory fails (1: fail-stop)."""
     from aiohttp import web
 
     from api.server import create_app
@@ -205,9 +215,14 @@ async def _serve(settings: Any, demo: bool, access_log: str = "control") -> None
     gc.set_threshold(GC_GEN0_THRESHOLD, 20, 20)
     base = f"http://{settings.host}:{settings.port}"
     click.echo(f"Frontier is serving on {base} with {settings.workers} worker(s)")
+    manager = app[MANAGER]
     if demo:
         tenant = next(iter(settings.tokens.values()), "default")
-        record = await app[MANAGER].create(tenant, DEMO_GRAPH, "demo")
+        while not manager.ready and manager.failure is None:
+            await asyncio.sleep(0.05)  # the data directory may hold a demo dataflow already
+        record = next((r for r in manager.listing(tenant) if r.name == "demo"), None)
+        if record is None:
+            record = await manager.create(tenant, DEMO_GRAPH, "demo")
         path = f"/v1/dataflows/{record.id}"
         click.echo(
             "\nA demo dataflow counts word lengths per time. Try, in another terminal:\n"
@@ -221,11 +236,21 @@ async def _serve(settings: Any, demo: bool, access_log: str = "control") -> None
             f"  frontier watch {record.id}     # live frontiers\n"
             f"  frontier tail {record.id} counts\n"
         )
+    fatal = manager.fatal
+    waits = [asyncio.ensure_future(stop.wait())]
+    if fatal is not None:
+        waits.append(asyncio.ensure_future(fatal.wait()))
     try:
-        await stop.wait()
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
     finally:
+        for wait in waits:
+            wait.cancel()
+        failed = fatal is not None and fatal.is_set()
+        if failed:
+            click.echo(f"frontier: stopping: {manager.failure}", err=True)
         click.echo("shutting down: closing sockets, draining, stopping workers")
         await runner.cleanup()
+    return 1 if failed else 0
 
 
 @main.command()

@@ -45,6 +45,7 @@ from service.app.views import (
     OutputPage,
     SessionView,
 )
+from service.store import StoreError
 
 __all__ = [
     "Ack",
@@ -78,6 +79,7 @@ __all__ = [
     "ServiceError",
     "SessionView",
     "Settings",
+    "StoreError",
     "Subscriber",
     "Unauthorized",
     "Unavailable",

@@ -24,7 +24,7 @@ from typing import Any
 from service.app.errors import Unavailable
 from service.app.inputs import Columns, ProducerInput, Raw
 from service.app.settings import Limits
-from service.store import Catalogue, Committer, Durability, Log
+from service.store import Catalogue, Committer, Durability, Log, StoreError
 
 BatchDecoder = Callable[[Raw], "list[tuple[Hashable, Any]] | Columns"]
 """Decodes a batch as it arrived (JSON or Arrow bytes) into pairs or columns: the API's."""
@@ -38,7 +38,7 @@ _REPLAY_LIMITS = Limits(
 """Replay re-applies what was accepted once: no size limit may refuse it the second time."""
 
 
-class ReplayError(Exception):
+class ReplayError(StoreError):
     """An input's log does not replay (a bug, or a log from another graph): fail-stop."""
 
 
@@ -172,6 +172,14 @@ class Store:
         on_failure: Callable[[BaseException], None] | None = None,
     ) -> None:
         self.directory = Path(directory)
+        # Every log is checked before anything is changed: a corrupt one refuses to start
+        # with the directory as it was (torn tails are cut only once all are good).
+        self._found: dict[tuple[str, int], Log] = {}
+        for path in sorted((self.directory / "inputs").glob("*/*")):
+            if path.is_dir() and path.name.isdigit():
+                self._found[(path.parent.name, int(path.name))] = Log(path, repair=False)
+        for log in self._found.values():
+            log.repair()
         self.catalogue = Catalogue(self.directory)
         self.committer = Committer(durability, on_failure=on_failure)
         self.durability = durability
@@ -179,9 +187,22 @@ class Store:
 
     def journal(self, dataflow: str, index: int, name: str, decode: BatchDecoder) -> InputJournal:
         """The journal of input ``name`` (the ``index``-th of its graph) of ``dataflow``."""
-        log = Log(self.directory / "inputs" / dataflow / str(index))
+        log = self._found.pop((dataflow, index), None)
+        if log is None:
+            log = Log(self.directory / "inputs" / dataflow / str(index))
         self._logs.setdefault(dataflow, []).append(log)
         return InputJournal(log, self.committer, decode, name)
+
+    def remove_orphans(self, dataflows: set[str]) -> None:
+        """Delete the logs of dataflows the catalogue does not hold (a drop a crash cut short).
+
+        A dataflow is added to the catalogue before its logs exist and removed from it
+        before they are deleted: logs without a catalogue entry are a drop's leftovers.
+        """
+        for dataflow, _index in [key for key in self._found if key[0] not in dataflows]:
+            for key in [k for k in self._found if k[0] == dataflow]:
+                self._found.pop(key).close()
+            shutil.rmtree(self.directory / "inputs" / dataflow, ignore_errors=True)
 
     def drop(self, dataflow: str) -> None:
         """Forget a dataflow: its catalogue rows, then its logs."""

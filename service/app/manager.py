@@ -147,6 +147,8 @@ class DataflowManager:
         self.recovery_seconds: float | None = None
         self.replayed = Replayed()
         self._recovery: asyncio.Task[None] | None = None
+        self.fatal: asyncio.Event | None = None
+        """Set when the data directory failed (a sync, or recovery): the process must stop."""
         self.dataflows: dict[str, DataflowRecord] = {}
         self.fabric: Fabric | None = None
         self._workers: list[Worker] = []
@@ -170,11 +172,13 @@ class DataflowManager:
         Each worker runs the control plane's sequencer as its dataflow 0.
         """
         load_operator_plugins(self.settings.operator_modules)
+        self.fatal = asyncio.Event()
         stored = []
         if self.settings.data_dir is not None:
             durability = Durability(self.settings.durability)
             self.store = Store(self.settings.data_dir, durability, on_failure=self._store_failed)
             stored = list(self.store.catalogue.dataflows())
+            self.store.remove_orphans({dataflow.id for dataflow in stored})
             # Every log is opened (every frame checked) before anything runs: a corrupt
             # directory refuses to start, naming the file and the offset.
             for dataflow in stored:
@@ -235,8 +239,10 @@ class DataflowManager:
                     await asyncio.sleep(0)  # let the workers take what was replayed
         except Exception as error:
             self._failure = error
-            log.exception("recovery failed: %s", error)
-            raise
+            log.critical("recovery failed, the service stops: %s", error)
+            assert self.fatal is not None
+            self.fatal.set()
+            return
         self.recovery_seconds = wallclock.perf_counter() - began
         self.ready = True
         log.info(
@@ -251,6 +257,8 @@ class DataflowManager:
         self._failure = error
         log.critical("the data directory failed, the service stops: %s", error)
         self._fail_pending(f"the service stopped: the data directory failed: {error}")
+        if self.fatal is not None:
+            self.fatal.set()
 
     def closing(self) -> None:
         """Stop taking work: close every subscriber and watch with "going away".

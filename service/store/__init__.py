@@ -5,7 +5,7 @@ Used by :mod:`service.app`; knows no HTTP. See ``docs/durability.md``.
 
 from service.store.catalogue import Catalogue, NewerCatalogue, StoredDataflow
 from service.store.durability import Committer, Durability
-from service.store.log import CorruptLog, Log
+from service.store.log import CorruptLog, Log, StoreError
 
 __all__ = [
     "Catalogue",
@@ -14,5 +14,6 @@ __all__ = [
     "Durability",
     "Log",
     "NewerCatalogue",
+    "StoreError",
     "StoredDataflow",
 ]

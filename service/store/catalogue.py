@@ -26,6 +26,7 @@ from typing import Any
 import orjson
 
 from operators.capture.event import decode_time, encode_time
+from service.store.log import StoreError
 
 FILE = "catalogue.sqlite3"
 
@@ -63,7 +64,7 @@ VERSION = len(MIGRATIONS)
 """The schema version this release writes."""
 
 
-class NewerCatalogue(Exception):
+class NewerCatalogue(StoreError):
     """The data directory was written by a newer release: this one will not touch it."""
 
 

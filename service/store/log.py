@@ -39,7 +39,11 @@ MAX_PAYLOAD = 1 << 30
 SEGMENT_BYTES = 64 * 1024 * 1024
 
 
-class CorruptLog(Exception):
+class StoreError(Exception):
+    """The data directory cannot be used as it is: the server refuses to start."""
+
+
+class CorruptLog(StoreError):
     """A log holds a bad frame that is not a torn tail: the store refuses to open it."""
 
     def __init__(self, path: Path, offset: int, why: str) -> None:
@@ -117,14 +121,19 @@ def _bad_frame(view: memoryview, offset: int, size: int) -> tuple[str, bool] | N
 class Log:
     """A log directory: open (checking every frame), replay, append, sync, truncate."""
 
-    def __init__(self, directory: Path | str, segment_bytes: int = SEGMENT_BYTES) -> None:
+    def __init__(
+        self, directory: Path | str, segment_bytes: int = SEGMENT_BYTES, repair: bool = True
+    ) -> None:
         self.directory = Path(directory)
         self.segment_bytes = segment_bytes
         self.directory.mkdir(parents=True, exist_ok=True)
         self._segments: list[_Segment] = []
         self.torn_bytes = 0
-        """How many bytes of a torn tail were cut off when the log was opened."""
+        """How many bytes of a torn tail are (or were) cut off, found when opened."""
+        self._torn: tuple[Path, int] | None = None
         self._open_segments()
+        if repair:
+            self.repair()
         self.synced = self.next_position
         """Every frame before this position is durable (the committer moves it on)."""
         self._fd = -1
@@ -147,14 +156,22 @@ class Log:
             last = index == len(paths) - 1
             frames, good = _scan(path, data, last)
             if good < len(data):
-                # A torn tail: it was never acknowledged. Cut it off, so appends follow the
-                # last good frame.
                 self.torn_bytes = len(data) - good
-                with open(path, "r+b") as file:
-                    file.truncate(good)
-                    os.fsync(file.fileno())
+                self._torn = (path, good)
             self._segments.append(_Segment(path, first, len(frames), good))
             expected = first + len(frames)
+
+    def repair(self) -> None:
+        """Cut off a torn tail found when opening (it was never acknowledged).
+
+        Separate from opening, so that a store can check every log before it changes any.
+        """
+        if self._torn is not None:
+            path, good = self._torn
+            with open(path, "r+b") as file:
+                file.truncate(good)
+                os.fsync(file.fileno())
+            self._torn = None
 
     @property
     def next_position(self) -> int:

@@ -206,3 +206,18 @@ async def test_requests_wait_while_the_directory_is_recovered(
     with pytest.raises(Unavailable) as caught:
         manager.check_ready()
     assert caught.value.detail == "the service is recovering its data directory"
+
+
+async def test_logs_of_a_drop_cut_short_by_a_crash_are_removed(
+    managers: Callable[..., Any], tmp_path: Path
+) -> None:
+    first = await managers()
+    kept = await first.create("t", COUNT)
+    await first.stop()
+    # A crash between the catalogue's drop and the logs' removal leaves logs of its own.
+    orphan = tmp_path / "data" / "inputs" / "0123abcd" / "0"
+    orphan.mkdir(parents=True)
+    (orphan / "00000000000000000000.log").write_bytes(b"")
+    second = await managers()
+    assert [r.id for r in second.listing("t")] == [kept.id]
+    assert sorted(p.name for p in (tmp_path / "data" / "inputs").iterdir()) == [kept.id]

@@ -1,0 +1,120 @@
+"""The data directory under faults, with real server processes and real files.
+
+A torn last frame (a crash mid-append) is dropped on restart, and only it; a damaged frame
+anywhere else refuses to start, naming the file and the offset, and changes nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from service.store.log import HEADER_BYTES
+from tests.e2e.conftest import REPO, Server, launch
+
+GRAPH = {
+    "nodes": {"x": {"op": "input"}, "out": {"op": "output"}},
+    "edges": [["x", "out"]],
+}
+
+
+async def call(
+    http: aiohttp.ClientSession, server: Server, method: str, path: str, body: Any = None
+) -> Any:
+    async with http.request(method, server.url + path, json=body) as response:
+        assert response.status < 300, await response.text()
+        return await response.json(content_type=None)
+
+
+async def five_pushes(workdir: Path) -> tuple[str, str, Path]:
+    """A dataflow whose input logged: open, then pushes seq 1-5 at times 0-4; then a kill.
+
+    Returns the dataflow, the session and the input's log segment.
+    """
+    server = launch(workdir, "--durability", "fsync")
+    try:
+        async with aiohttp.ClientSession() as http:
+            dataflow = (await call(http, server, "POST", "/v1/dataflows", {"graph": GRAPH}))["id"]
+            base = f"/v1/dataflows/{dataflow}/inputs/x"
+            session = (await call(http, server, "POST", f"{base}/sessions", {}))["session"]
+            for t in range(5):
+                body = {"seq": t + 1, "records": [[t, f"r{t}"]]}
+                await call(http, server, "POST", f"{base}/sessions/{session}/push", body)
+    finally:
+        server.process.kill()
+        server.process.wait()
+    [segment] = (workdir / "data" / "inputs" / dataflow / "0").glob("*.log")
+    return dataflow, session, segment
+
+
+def frames(segment: Path) -> list[tuple[int, int]]:
+    """(offset, size) of each frame of a segment."""
+    data = segment.read_bytes()
+    found, offset = [], 0
+    while offset < len(data):
+        size = HEADER_BYTES + int.from_bytes(data[offset + 4 : offset + 8], "little")
+        found.append((offset, size))
+        offset += size
+    return found
+
+
+@pytest.mark.parametrize("cut", [1, 9, HEADER_BYTES + 1])
+async def test_a_torn_last_frame_is_dropped_and_only_it(tmp_path: Path, cut: int) -> None:
+    dataflow, session, segment = await five_pushes(tmp_path)
+    layout = frames(segment)
+    assert len(layout) == 6  # the opening and five pushes
+    os.truncate(segment, segment.stat().st_size - cut)
+    server = launch(tmp_path, "--durability", "fsync")
+    try:
+        async with aiohttp.ClientSession() as http:
+            base = f"/v1/dataflows/{dataflow}/inputs/x"
+            state = await call(http, server, "GET", base)
+            assert (state["records_in"], state["sessions"]) == (
+                4,
+                [{"session": session, "time": 0}],
+            )
+            # The torn push was never acknowledged: sent again, it is applied (once).
+            again = {"seq": 5, "records": [[4, "r4"]]}
+            ack = await call(http, server, "POST", f"{base}/sessions/{session}/push", again)
+            assert (ack["seq"], ack["applied"]) == (5, 1)
+            await call(http, server, "POST", f"{base}/close", {})
+            out = f"/v1/dataflows/{dataflow}/outputs/out/times"
+            for _ in range(200):
+                page = await call(http, server, "GET", out)
+                if page["frontier"] == []:
+                    break
+            assert [(e["time"], e["records"]) for e in page["times"]] == [
+                (t, [f"r{t}"]) for t in range(5)
+            ]
+    finally:
+        server.stop()
+    # Appends went on after the last good frame.
+    assert [offset for offset, _ in frames(segment)][:5] == [o for o, _ in layout[:5]]
+
+
+async def test_a_damaged_frame_in_the_middle_refuses_to_start_and_changes_nothing(
+    tmp_path: Path,
+) -> None:
+    dataflow, _session, segment = await five_pushes(tmp_path)
+    offset, _size = frames(segment)[2]
+    data = bytearray(segment.read_bytes())
+    data[offset + HEADER_BYTES] ^= 0x20
+    segment.write_bytes(bytes(data))
+    before = {p: p.read_bytes() for p in (tmp_path / "data").rglob("*") if p.is_file()}
+    command = [sys.executable, "-m", "api", "serve", "--host", "127.0.0.1", "--port", "0"]
+    command += ["--data-dir", str(tmp_path / "data")]
+    done = subprocess.run(command, cwd=REPO, capture_output=True, timeout=60, check=False)
+    assert done.returncode == 2, done.stderr.decode()
+    assert done.stderr.decode().splitlines()[-1] == (
+        f"frontier: cannot start: {segment}: corrupt frame at byte offset {offset}: "
+        "a payload whose checksum does not match"
+    )
+    after = {p: p.read_bytes() for p in (tmp_path / "data").rglob("*") if p.is_file()}
+    assert after == before
+    assert dataflow in str(segment)
