@@ -20,6 +20,9 @@ async def readyz(request: web.Request) -> web.Response:
     """Readiness: the workers are running and the data directory is recovered."""
     manager = manager_of(request)
     if manager.running and manager.ready:
+        problem = manager.write_problem()
+        if problem is not None:  # reads and subscriptions go on; writes are refused
+            return json_response({"status": "unavailable", "error": problem}, status=503)
         return json_response({"status": "ready"})
     if manager.running:
         return json_response({"status": "recovering"}, status=503)

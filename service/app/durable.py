@@ -14,6 +14,8 @@ as they were, and the outputs are recomputed (operators are deterministic per ti
 
 from __future__ import annotations
 
+import contextlib
+import os
 import pickle
 import shutil
 from collections.abc import Awaitable, Callable, Hashable
@@ -53,11 +55,12 @@ class Replayed:
 class InputJournal:
     """One input's log: writes its operations, says when they are durable, replays them."""
 
-    __slots__ = ("committer", "decode", "log", "name", "position")
+    __slots__ = ("committer", "decode", "log", "name", "position", "store")
 
-    def __init__(self, log: Log, committer: Committer, decode: BatchDecoder, name: str) -> None:
+    def __init__(self, store: Store, log: Log, decode: BatchDecoder, name: str) -> None:
+        self.store = store
         self.log = log
-        self.committer = committer
+        self.committer = store.committer
         self.decode = decode
         self.name = name
         self.position = log.next_position - 1
@@ -74,11 +77,9 @@ class InputJournal:
         try:
             self.position = self.log.append([payload])
         except OSError as error:
-            raise Unavailable(
-                f"input {self.name!r} cannot log the {kind}: {error.strerror or error}; "
-                f"nothing of it was applied",
-                retry_after=1,
-            ) from None
+            what = f"input {self.name!r} cannot log the {kind}"
+            raise self.store.refused(error, what, len(payload)) from None
+        self.store.refusal = None
 
     def wait(self) -> Awaitable[None] | None:
         """What to await until everything written so far is durable (None: nothing)."""
@@ -184,6 +185,38 @@ class Store:
         self.committer = Committer(durability, on_failure=on_failure)
         self.durability = durability
         self._logs: dict[str, list[Log]] = {}
+        self.refusal: str | None = None
+        """Why the last write was refused (a full disk, say), until one succeeds again."""
+        self._refused_bytes = 0
+
+    def refused(self, error: OSError, what: str, size: int = 64 * 1024) -> Unavailable:
+        """Note a refused write of ``size`` bytes; the answer to give (nothing was applied)."""
+        reason = error.strerror or str(error)
+        self.refusal = f"the data directory refuses writes: {reason}"
+        self._refused_bytes = size
+        return Unavailable(f"{what}: {reason}; nothing of it was applied", retry_after=1)
+
+    def writable(self) -> bool:
+        """Whether writes succeed now.
+
+        After a refusal, a probe file as large as the refused write is written and synced:
+        once it fits, the write retried would too.
+        """
+        if self.refusal is None:
+            return True
+        probe = self.directory / ".probe"
+        try:
+            with open(probe, "wb") as file:
+                file.write(bytes(max(4096, self._refused_bytes)))
+                file.flush()
+                os.fsync(file.fileno())
+        except OSError:
+            return False
+        finally:
+            with contextlib.suppress(OSError):
+                probe.unlink()
+        self.refusal = None
+        return True
 
     def journal(self, dataflow: str, index: int, name: str, decode: BatchDecoder) -> InputJournal:
         """The journal of input ``name`` (the ``index``-th of its graph) of ``dataflow``."""
@@ -191,7 +224,7 @@ class Store:
         if log is None:
             log = Log(self.directory / "inputs" / dataflow / str(index))
         self._logs.setdefault(dataflow, []).append(log)
-        return InputJournal(log, self.committer, decode, name)
+        return InputJournal(self, log, decode, name)
 
     def remove_orphans(self, dataflows: set[str]) -> None:
         """Delete the logs of dataflows the catalogue does not hold (a drop a crash cut short).

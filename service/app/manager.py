@@ -300,6 +300,13 @@ class DataflowManager:
         """Whether the workers are running."""
         return bool(self._tasks) and not self._stopping and self._failure is None
 
+    def write_problem(self) -> str | None:
+        """Why writes are refused now (a full disk, say), or ``None``: checked afresh."""
+        store = self.store
+        if store is None or store.writable():
+            return None
+        return store.refusal
+
     def check_ready(self) -> None:
         """:class:`Unavailable` while the service recovers (or is not running)."""
         if not self.ready and self._failure is None:
@@ -500,9 +507,12 @@ class DataflowManager:
             )
         record = DataflowRecord(uuid.uuid4().hex, tenant, name or "", graph, plan)
         if self.store is not None:
-            self.store.catalogue.add_dataflow(
-                record.id, tenant, record.name, graph, record.created_at
-            )
+            try:
+                self.store.catalogue.add_dataflow(
+                    record.id, tenant, record.name, graph, record.created_at
+                )
+            except OSError as error:
+                raise self.store.refused(error, "the dataflow cannot be stored") from None
         self.dataflows[record.id] = record
         try:
             await self._command("create", record)
@@ -594,19 +604,26 @@ class DataflowManager:
     ) -> ConsumerView:
         """Register a reader of an output and what it has read (stored before it counts)."""
         log_ = self.output(tenant, dataflow_id, name)
-        view = log_.commit(consumer, committed)
         if self.store is not None:
-            self.store.catalogue.commit_consumer(dataflow_id, name, consumer, view.committed)
-        return view
+            # Stored first: a commit that is not durable must not let the output forget.
+            after = log_.committed_after(consumer, committed)
+            try:
+                self.store.catalogue.commit_consumer(dataflow_id, name, consumer, after)
+            except OSError as error:
+                raise self.store.refused(error, "the commit cannot be stored") from None
+        return log_.commit(consumer, committed)
 
     def forget_consumer(self, tenant: str, dataflow_id: str, name: str, consumer: str) -> bool:
         """Unregister a reader of an output; whether it was registered."""
         log_ = self.output(tenant, dataflow_id, name)
-        if not log_.forget_consumer(consumer):
+        if consumer not in log_.consumers:
             return False
         if self.store is not None:
-            self.store.catalogue.forget_consumer(dataflow_id, name, consumer)
-        return True
+            try:
+                self.store.catalogue.forget_consumer(dataflow_id, name, consumer)
+            except OSError as error:
+                raise self.store.refused(error, "the consumer cannot be forgotten") from None
+        return log_.forget_consumer(consumer)
 
     def store_stats(self) -> StoreStats | None:
         """What the metrics show of the data directory (``None`` without one)."""

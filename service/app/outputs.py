@@ -193,6 +193,16 @@ class OutputLog:
         forget it. A commit never moves backwards: an earlier time than before is ignored.
         Returns the consumer as registered now.
         """
+        committed = self.committed_after(consumer, committed)
+        self.consumers[consumer] = committed
+        self._evict()
+        return ConsumerView(consumer, committed, list(self.frontier()))
+
+    def committed_after(self, consumer: str, committed: Hashable | None) -> Hashable | None:
+        """What a commit of ``committed`` would register for ``consumer`` (nothing changes).
+
+        :class:`Invalid` for a time of another domain.
+        """
         if committed is not None and not self.matches(committed):
             raise Invalid(
                 f"{committed!r} is not a time of output {self.name!r}'s domain",
@@ -200,10 +210,8 @@ class OutputLog:
             )
         before = self.consumers.get(consumer)
         if committed is not None and before is not None and less_equal(committed, before):
-            committed = before
-        self.consumers[consumer] = committed
-        self._evict()
-        return ConsumerView(consumer, committed, list(self.frontier()))
+            return before
+        return committed
 
     def forget_consumer(self, consumer: str) -> bool:
         """Unregister a consumer; returns whether it was registered."""

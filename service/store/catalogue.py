@@ -17,6 +17,7 @@ directory written by a newer one with :class:`NewerCatalogue`, changing nothing.
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 from collections.abc import Hashable, Iterator
 from dataclasses import dataclass
@@ -83,6 +84,24 @@ class StoredDataflow:
     error: str | None
 
 
+def _writes(method: Any) -> Any:
+    """A write: a disk that refuses it (full, failing) raises :class:`OSError`.
+
+    SQLite rolls the statement back first: nothing of it is applied.
+    """
+
+    @functools.wraps(method)
+    def write(self: Catalogue, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except sqlite3.OperationalError as error:
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+            raise OSError(f"the catalogue refused a write: {error}") from error
+
+    return write
+
+
 class Catalogue:
     """The catalogue file of a data directory (created on first use)."""
 
@@ -130,6 +149,7 @@ class Catalogue:
 
     # ----------------------------------------------------------------- dataflows
 
+    @_writes
     def add_dataflow(self, id: str, tenant: str, name: str, graph: Any, created_at: float) -> int:
         """Record a new dataflow (status ``running``); its position in creation order.
 
@@ -143,12 +163,14 @@ class Catalogue:
         assert cursor.lastrowid is not None
         return cursor.lastrowid
 
+    @_writes
     def set_status(self, id: str, status: str, error: str | None = None) -> None:
         """Record a dataflow's status (``failed`` with its error, say)."""
         self._db.execute(
             "UPDATE dataflows SET status = ?, error = ? WHERE id = ?", (status, error, id)
         )
 
+    @_writes
     def drop_dataflow(self, id: str) -> None:
         """Forget a dataflow and everything recorded for it, in one transaction."""
         self._db.execute("BEGIN IMMEDIATE")
@@ -174,6 +196,7 @@ class Catalogue:
 
     # ----------------------------------------------------------------- consumers
 
+    @_writes
     def commit_consumer(
         self, dataflow: str, output: str, consumer: str, committed: Hashable | None
     ) -> None:
@@ -185,6 +208,7 @@ class Catalogue:
             (dataflow, output, consumer, value),
         )
 
+    @_writes
     def forget_consumer(self, dataflow: str, output: str, consumer: str) -> None:
         """Unregister a consumer."""
         self._db.execute(
@@ -206,6 +230,7 @@ class Catalogue:
 
     # ----------------------------------------------------------------- checkpoints
 
+    @_writes
     def checkpoint(self, dataflow: str, input: str, position: int, state: bytes) -> None:
         """Record an input's producer state as of log position ``position``."""
         self._db.execute(

@@ -9,10 +9,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import aiohttp
+import orjson
 import pytest
 
 from service.store.log import HEADER_BYTES
@@ -118,3 +120,115 @@ async def test_a_damaged_frame_in_the_middle_refuses_to_start_and_changes_nothin
     after = {p: p.read_bytes() for p in (tmp_path / "data").rglob("*") if p.is_file()}
     assert after == before
     assert dataflow in str(segment)
+
+
+@pytest.fixture
+def tiny_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 4 MiB tmpfs the test mounts (skipped where mounting is not allowed)."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(disk)],
+        capture_output=True,
+        check=False,
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
+    try:
+        yield disk
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=False)
+
+
+async def test_a_full_disk_refuses_writes_with_503_and_they_resume_once_space_is_freed(
+    tmp_path: Path, tiny_disk: Path
+) -> None:
+    filler = tiny_disk / "filler"
+    filler.write_bytes(bytes(2 * 1024 * 1024))
+    server = launch(tmp_path / "server", "--data-dir", str(tiny_disk / "data"))
+    records = [[0, "x" * 100] for _ in range(1000)]  # about 110 KB a push
+    try:
+        async with aiohttp.ClientSession() as http:
+            dataflow = (await call(http, server, "POST", "/v1/dataflows", {"graph": GRAPH}))["id"]
+            base = f"/v1/dataflows/{dataflow}/inputs/x"
+            session = (await call(http, server, "POST", f"{base}/sessions", {}))["session"]
+            push = f"{server.url}{base}/sessions/{session}/push"
+            seq = 0
+            while True:
+                seq += 1
+                async with http.post(push, json={"seq": seq, "records": records}) as response:
+                    if response.status != 200:
+                        refused = (
+                            response.status,
+                            response.headers["Retry-After"],
+                            response.content_type,
+                            await response.json(content_type=None),
+                        )
+                        break
+                assert seq < 100, "the disk never filled"
+            acknowledged = seq - 1
+            assert acknowledged > 0
+            detail = (
+                "input 'x' cannot log the push: No space left on device; nothing of it was applied"
+            )
+            assert refused == (
+                503,
+                "1",
+                "application/problem+json",
+                {
+                    "type": "https://frontier.dev/problems/unavailable",
+                    "title": "Service unavailable",
+                    "status": 503,
+                    "detail": detail,
+                },
+            )
+            # Nothing of it was applied; reads and subscriptions go on; /readyz says why.
+            state = await call(http, server, "GET", base)
+            assert state["records_in"] == 1000 * acknowledged
+            out = f"/v1/dataflows/{dataflow}/outputs/out/times"
+            assert (await call(http, server, "GET", out))["frontier"] == [0]
+            ws_url = server.ws + f"/v1/dataflows/{dataflow}/frontiers"
+            async with http.ws_connect(ws_url) as ws:
+                first = await ws.receive(timeout=5)
+                assert orjson.loads(first.data) == {
+                    "type": "frontier",
+                    "location": "input:x",
+                    "frontier": [0],
+                }
+            async with http.get(server.url + "/readyz") as ready:
+                assert (ready.status, await ready.json()) == (
+                    503,
+                    {
+                        "status": "unavailable",
+                        "error": "the data directory refuses writes: No space left on device",
+                    },
+                )
+            # Space is freed: writes succeed again, without a restart.
+            filler.unlink()
+            async with http.get(server.url + "/readyz") as ready:
+                assert (ready.status, await ready.json()) == (200, {"status": "ready"})
+            ack = await call(
+                http,
+                server,
+                "POST",
+                f"{base}/sessions/{session}/push",
+                {"seq": seq, "records": records[:10]},
+            )
+            assert (ack["seq"], ack["applied"]) == (seq, 10)
+            await call(http, server, "POST", f"{base}/sessions/{session}/advance", {"time": 1})
+    finally:
+        server.process.kill()
+        server.process.wait()
+    # Nothing acknowledged was lost: a restart has every record.
+    server = launch(tmp_path / "server", "--data-dir", str(tiny_disk / "data"))
+    try:
+        async with aiohttp.ClientSession() as http:
+            state = await call(http, server, "GET", f"/v1/dataflows/{dataflow}/inputs/x")
+            assert state["records_in"] == 1000 * acknowledged + 10
+            page = await call(http, server, "GET", f"/v1/dataflows/{dataflow}/outputs/out/times")
+            assert page["frontier"] == [1]
+            assert [(e["time"], len(e["records"])) for e in page["times"]] == [
+                (0, 1000 * acknowledged + 10)
+            ]
+    finally:
+        server.stop()
