@@ -7,7 +7,9 @@ side. Each *cycle*, over real sockets: create a dataflow ``input -> exchange -> 
 output``, open a producer session and push 3 records at time 0, open a frontier WebSocket
 (``/frontiers?operators=true``) and an output event WebSocket, register a consumer and commit
 it, advance the session to 1, wait until the frontier socket reports ``output:out`` at
-``[1]``, close both sockets, drop the dataflow. The server's RSS (``VmRSS``) is read before
+``[1]``, close both sockets, drop the dataflow. The server keeps a data directory of its own
+(a temporary one, ``durability: none``: what is measured is memory, not the disk; a checkout
+from before the store ignores it). The server's RSS (``VmRSS``) is read before
 the first cycle (after 20 warm-up cycles, so that allocator pools and caches are warm) and
 after every ``--every`` cycles. The figure is the growth per 1,000 cycles, from a least-squares
 line through the readings (a leak grows linearly; noise does not).
@@ -20,6 +22,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -43,7 +46,7 @@ GRAPH = {
 }
 
 
-def start(checkout: Path) -> ServerProcess:
+def start(checkout: Path, data_dir: str) -> ServerProcess:
     port = free_port()
     code = (
         f"import sys; sys.path.insert(0, {str(checkout.resolve())!r}); "
@@ -62,6 +65,10 @@ def start(checkout: Path) -> ServerProcess:
         "2",
         "--access-log",
         "off",
+        "--data-dir",
+        data_dir,
+        "--durability",
+        "none",
     ]
     return ServerProcess(checkout.name or "here", command, port, "/readyz")
 
@@ -103,7 +110,8 @@ def slope(points: list[tuple[int, int]]) -> float:
 
 
 async def measure(checkout: Path, cycles: int, every: int) -> dict[str, Any]:
-    server = start(checkout)
+    data = tempfile.TemporaryDirectory(prefix="bench-lifecycle-")
+    server = start(checkout, data.name)
     try:
         async with aiohttp.ClientSession() as http:
             await server.wait_ready(http)
@@ -124,6 +132,7 @@ async def measure(checkout: Path, cycles: int, every: int) -> dict[str, Any]:
         }
     finally:
         server.stop()
+        data.cleanup()
 
 
 def main() -> None:

@@ -50,6 +50,8 @@ class Fabric:
             raise ValueError(f"workers must be at least 1, not {peers}")
         self.peers = peers
         self._mailboxes: dict[int, list[Mailbox[object]]] = {}
+        self._released: dict[int, int] = {}
+        """Per channel, how many workers have released it (it goes once all have)."""
 
     def mailboxes(self, channel: int) -> list[Mailbox[object]]:
         """The mailbox of ``channel`` on every worker, created on first use."""
@@ -68,5 +70,18 @@ class Fabric:
             box.push((sender, message))
 
     def release(self, channel: int) -> None:
-        """Forget a channel whose dataflow has completed on every worker."""
+        """One worker is done with ``channel`` (its dataflow completed or was dropped there).
+
+        The channel's mailboxes go once every worker has released it: until then another
+        worker may still send on it.
+        """
+        released = self._released.get(channel, 0) + 1
+        if released < self.peers:
+            self._released[channel] = released
+            return
+        self._released.pop(channel, None)
         self._mailboxes.pop(channel, None)
+
+    def channel_count(self) -> int:
+        """How many channels have mailboxes now (a dataflow that is gone leaves none)."""
+        return len(self._mailboxes)

@@ -49,6 +49,8 @@ class Worker:
         self._next_dataflow = 0
         self._on_finish: list[Callable[[], None]] = []
         self._on_error: dict[int, Callable[[Exception], None]] = {}
+        self._channels: dict[int, range] = {}
+        """Per dataflow, the channels it allocated (released when it is forgotten)."""
 
     def allocate_channel(self) -> int:
         """The next channel id; the same sequence on every worker."""
@@ -72,6 +74,7 @@ class Worker:
         """
         index = self._next_dataflow
         self._next_dataflow += 1
+        first_channel = self._next_channel
         builder = SubgraphBuilder(
             self,
             (index,),
@@ -83,6 +86,9 @@ class Worker:
         result = build(_scope_type(builder))
         subgraph = builder.build()
         subgraph.initialize()
+        # Every channel of a dataflow is allocated while it is built (the same range on
+        # every worker, as channels are allocated in one sequence).
+        self._channels[index] = range(first_channel, self._next_channel)
         self._dataflows[index] = subgraph
         if on_error is not None:
             self._on_error[index] = on_error
@@ -96,10 +102,6 @@ class Worker:
     def call_later(self, delay: float, callback: Callable[[], None]) -> asyncio.TimerHandle:
         """Run ``callback`` after ``delay`` seconds (an activation for operators that poll)."""
         return asyncio.get_running_loop().call_later(delay, callback)
-
-    def has_dataflows(self) -> bool:
-        """Whether some dataflow on this worker is not yet complete."""
-        return bool(self._dataflows)
 
     def _activate(self, dataflow: int) -> None:
         self._active.add(dataflow)
@@ -133,6 +135,8 @@ class Worker:
     def _forget(self, index: int) -> None:
         self._dataflows.pop(index, None)
         self._on_error.pop(index, None)
+        for channel in self._channels.pop(index, ()):
+            self.fabric.release(channel)
 
     def drop_dataflow(self, index: int) -> bool:
         """Stop running dataflow ``index`` on this worker, wherever it is.
