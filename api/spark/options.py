@@ -315,10 +315,3 @@ def source_schema(options: SourceOptions) -> str:
     if options.record_schema is None:
         return "time LONG, record STRING"
     return f"time LONG, {options.record_schema}"
-
-
-def checked_time(value: object, where: str) -> int:
-    """A time that a Spark LONG can hold; :class:`OptionError` naming ``where`` otherwise."""
-    if type(value) is not int or not 0 <= value <= MAX_SPARK_TIME:
-        raise OptionError(f"{where}: {value!r} is not a time from 0 to 2**63 - 1")
-    return value

@@ -61,7 +61,6 @@ class OpKind:
     outputs: int | str
     """Number of outputs, or the name of the int parameter that gives it."""
     params: dict[str, Param] = field(default_factory=dict)
-    doc: str = ""
     builder: Callable[[list[Stream], dict[str, Any]], list[Stream]] | None = None
     """For operators registered by the deployer: builds it from its input streams and
     parameters (expressions already compiled to functions)."""
@@ -72,8 +71,8 @@ _ON_ERROR = Param("choice", required=False, choices=("drop", "fail"))
 CATALOGUE: dict[str, OpKind] = {
     kind.name: kind
     for kind in [
-        OpKind("input", 0, 1, doc="records pushed by producers"),
-        OpKind("output", 1, 0, doc="records captured for subscribers and readers"),
+        OpKind("input", 0, 1),
+        OpKind("output", 1, 0),
         OpKind("map", 1, 1, {"expr": Param("expr", batch=("map",)), "on_error": _ON_ERROR}),
         OpKind("flat_map", 1, 1, {"expr": Param("expr", batch=("map",)), "on_error": _ON_ERROR}),
         OpKind(
@@ -481,10 +480,6 @@ def _as_bool(value: Any, op: str) -> bool:
     if type(value) is not bool:
         raise EvaluationError(f"{op} needs a bool, not {type(value).__name__}")
     return value
-
-
-def _key_value(key: Any, acc: Any) -> dict[str, Any]:
-    return {"key": key, "value": acc}
 
 
 def _json_key(key: Any) -> Any:

@@ -343,7 +343,6 @@ class Subgraph:
         self._pending_set: set[int] = set()
         self._running = False
         self._alive = len(children) - 1
-        self._sequence = 0
         self._propagate()
         # Every child runs once at startup, to drop or downgrade its initial capabilities.
         for index in range(1, len(children)):

@@ -20,7 +20,6 @@ def register_operators(register: Callable[[OpKind], None]) -> None:
             1,
             1,
             {"marks": Param("int", required=False, minimum=1, maximum=5)},
-            doc="upper-cases records",
             builder=_shout,
         )
     )
