@@ -67,9 +67,9 @@ def start(checkout: Path, data_dir: str) -> ServerProcess:
         "off",
         "--data-dir",
         data_dir,
-        "--durability",
-        "none",
     ]
+    if "--durability" in (checkout / "api" / "cli.py").read_text():
+        command += ["--durability", "none"]
     return ServerProcess(checkout.name or "here", command, port, "/readyz")
 
 
