@@ -9,12 +9,14 @@ Times are given and returned in their JSON form: integers, or ``[outer, inner]``
 from __future__ import annotations
 
 import asyncio
+import functools
+import inspect
 import itertools
 import threading
-from collections.abc import AsyncIterator, Coroutine, Iterator
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
 import aiohttp
 import orjson
@@ -451,7 +453,63 @@ class AsyncSession:
         return await self.client.request("DELETE", self._path)
 
 
-class Client:
+P = ParamSpec("P")
+
+
+class _Runner:
+    """What a blocking face runs its async original's coroutines with."""
+
+    def _run(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        raise NotImplementedError
+
+    def _target(self) -> Any:
+        """The async object whose coroutine methods the blocking methods call."""
+        raise NotImplementedError
+
+
+class _Blocking(Generic[P, T]):
+    """A blocking method made from a coroutine method of the async client (or session).
+
+    Same parameters (typed through ``ParamSpec``), same docstring; the call runs the
+    coroutine on the blocking client's loop thread and returns its result. So the blocking
+    client is a runner over the async one, never a second copy of its calls.
+    """
+
+    def __init__(self, method: Callable[Concatenate[Any, P], Coroutine[Any, Any, T]]) -> None:
+        self._method = method
+        self.__doc__ = method.__doc__
+        signature = inspect.signature(method)
+        self._signature = signature.replace(parameters=list(signature.parameters.values())[1:])
+
+    @overload
+    def __get__(self, instance: None, owner: type[Any]) -> _Blocking[P, T]: ...
+
+    @overload
+    def __get__(self, instance: _Runner, owner: type[Any]) -> Callable[P, T]: ...
+
+    def __get__(
+        self, instance: _Runner | None, owner: type[Any]
+    ) -> _Blocking[P, T] | Callable[P, T]:
+        if instance is None:
+            return self
+        method = self._method
+
+        @functools.wraps(method)
+        def call(*args: P.args, **kwargs: P.kwargs) -> T:
+            return instance._run(method(instance._target(), *args, **kwargs))
+
+        call.__signature__ = self._signature  # type: ignore[attr-defined]
+        return call
+
+
+def blocking(
+    method: Callable[Concatenate[Any, P], Coroutine[Any, Any, T]],
+) -> _Blocking[P, T]:
+    """The blocking form of an async client's coroutine method (see :class:`_Blocking`)."""
+    return _Blocking(method)
+
+
+class Client(_Runner):
     """The blocking client: every :class:`AsyncClient` call, run on a private loop thread."""
 
     def __init__(self, url: str, token: str | None = None, timeout: float = 30.0) -> None:
@@ -462,6 +520,9 @@ class Client:
 
     def _run(self, coroutine: Coroutine[Any, Any, T]) -> T:
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
+
+    def _target(self) -> AsyncClient:
+        return self.aio
 
     def close(self) -> None:
         """Close the connections and stop the loop thread."""
@@ -476,59 +537,13 @@ class Client:
     def __exit__(self, *_exc: object) -> None:
         self.close()
 
-    def create_dataflow(self, graph: dict[str, Any], name: str | None = None) -> Any:
-        """Submit a graph; the created dataflow."""
-        return self._run(self.aio.create_dataflow(graph, name))
-
-    def plan(self, graph: dict[str, Any]) -> Any:
-        """Validate a graph; its plan."""
-        return self._run(self.aio.plan(graph))
-
-    def dataflows(self) -> list[Any]:
-        """Every dataflow of this tenant."""
-        return self._run(self.aio.dataflows())
-
-    def dataflow(self, dataflow: str, operators: bool = True) -> Any:
-        """One dataflow in full."""
-        return self._run(self.aio.dataflow(dataflow, operators))
-
-    def drop(self, dataflow: str) -> None:
-        """Drop a dataflow."""
-        self._run(self.aio.drop(dataflow))
+    def submit(self, coroutine: Coroutine[Any, Any, T]) -> Future[T]:
+        """Run a coroutine of :attr:`aio` on the loop thread without waiting for it."""
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop)
 
     def session(self, dataflow: str, input: str, start: Any = None) -> Session:
         """Open a producer session."""
         return Session(self, self._run(self.aio.session(dataflow, input, start)))
-
-    def stage(self, dataflow: str, input: str, transaction: str, records: list[Any]) -> int:
-        """Stage records in a transaction."""
-        return self._run(self.aio.stage(dataflow, input, transaction, records))
-
-    def abort(self, dataflow: str, input: str, transaction: str) -> int:
-        """Discard a transaction."""
-        return self._run(self.aio.abort(dataflow, input, transaction))
-
-    def close_input(self, dataflow: str, input: str) -> None:
-        """Close an input."""
-        self._run(self.aio.close_input(dataflow, input))
-
-    def commit(
-        self,
-        dataflow: str,
-        input: str,
-        transactions: list[str],
-        idempotency_key: str,
-        advance_to: Any = None,
-        discard: list[str] | None = None,
-    ) -> Any:
-        """Commit staged transactions without a session, at the input's time; the ack."""
-        return self._run(
-            self.aio.commit(dataflow, input, transactions, idempotency_key, advance_to, discard)
-        )
-
-    def input(self, dataflow: str, input: str) -> Any:
-        """An input: frontier, open sessions, open transactions and their staged records."""
-        return self._run(self.aio.input(dataflow, input))
 
     def times(
         self, dataflow: str, output: str, start: Any = None, end: Any = None
@@ -540,72 +555,29 @@ class Client:
 
         return iter(self._run(collect()))
 
-    def submit(self, coroutine: Coroutine[Any, Any, T]) -> Future[T]:
-        """Run a coroutine of :attr:`aio` on the loop thread without waiting for it."""
-        return asyncio.run_coroutine_threadsafe(coroutine, self._loop)
-
-    def stage_arrow(self, dataflow: str, input: str, transaction: str, body: bytes) -> int:
-        """Stage an Arrow IPC stream body in a transaction."""
-        return self._run(self.aio.stage_arrow(dataflow, input, transaction, body))
-
-    def push_arrow(self, dataflow: str, input: str, session: str, seq: int, body: bytes) -> Any:
-        """Push an Arrow IPC stream body in a session."""
-        return self._run(self.aio.push_arrow(dataflow, input, session, seq, body))
-
-    def times_arrow_page(
-        self,
-        dataflow: str,
-        output: str,
-        start: Any = None,
-        end: Any = None,
-        limit: int = 100,
-        cursor: str | None = None,
-    ) -> ArrowPage:
-        """One page of completed times as an Arrow IPC stream."""
-        return self._run(self.aio.times_arrow_page(dataflow, output, start, end, limit, cursor))
-
-    def times_page(
-        self,
-        dataflow: str,
-        output: str,
-        start: Any = None,
-        end: Any = None,
-        limit: int = 100,
-        cursor: str | None = None,
-    ) -> Any:
-        """One JSON page of completed times."""
-        return self._run(self.aio.times_page(dataflow, output, start, end, limit, cursor))
-
-    def time_counts_page(
-        self,
-        dataflow: str,
-        output: str,
-        start: Any = None,
-        end: Any = None,
-        limit: int = 1000,
-        cursor: str | None = None,
-    ) -> Any:
-        """One page of completed times with their record counts (no records)."""
-        return self._run(self.aio.time_counts_page(dataflow, output, start, end, limit, cursor))
-
-    def output_frontier(self, dataflow: str, output: str) -> list[Any]:
-        """An output's frontier now."""
-        return self._run(self.aio.output_frontier(dataflow, output))
-
-    def input_frontier(self, dataflow: str, input: str) -> list[Any]:
-        """An input's frontier now."""
-        return self._run(self.aio.input_frontier(dataflow, input))
-
-    def commit_consumer(self, dataflow: str, output: str, consumer: str, committed: Any) -> Any:
-        """Register a consumer as having read every time before ``committed``."""
-        return self._run(self.aio.commit_consumer(dataflow, output, consumer, committed))
-
-    def forget_consumer(self, dataflow: str, output: str, consumer: str) -> None:
-        """Unregister a consumer."""
-        self._run(self.aio.forget_consumer(dataflow, output, consumer))
+    # Every other call is the async client's, run to completion.
+    create_dataflow = blocking(AsyncClient.create_dataflow)
+    plan = blocking(AsyncClient.plan)
+    dataflows = blocking(AsyncClient.dataflows)
+    dataflow = blocking(AsyncClient.dataflow)
+    drop = blocking(AsyncClient.drop)
+    stage = blocking(AsyncClient.stage)
+    abort = blocking(AsyncClient.abort)
+    close_input = blocking(AsyncClient.close_input)
+    commit = blocking(AsyncClient.commit)
+    input = blocking(AsyncClient.input)
+    stage_arrow = blocking(AsyncClient.stage_arrow)
+    push_arrow = blocking(AsyncClient.push_arrow)
+    times_arrow_page = blocking(AsyncClient.times_arrow_page)
+    times_page = blocking(AsyncClient.times_page)
+    time_counts_page = blocking(AsyncClient.time_counts_page)
+    output_frontier = blocking(AsyncClient.output_frontier)
+    input_frontier = blocking(AsyncClient.input_frontier)
+    commit_consumer = blocking(AsyncClient.commit_consumer)
+    forget_consumer = blocking(AsyncClient.forget_consumer)
 
 
-class Session:
+class Session(_Runner):
     """The blocking face of :class:`AsyncSession`."""
 
     def __init__(self, client: Client, session: AsyncSession) -> None:
@@ -613,23 +585,18 @@ class Session:
         self._session = session
         self.id = session.id
 
+    def _run(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        return self._client._run(coroutine)
+
+    def _target(self) -> AsyncSession:
+        return self._session
+
     @property
     def time(self) -> Any:
         """The session's time."""
         return self._session.time
 
-    def push(self, records: list[Any], seq: int | None = None) -> Any:
-        """Push ``[time, record]`` pairs."""
-        return self._client._run(self._session.push(records, seq))
-
-    def advance(self, time: Any) -> Any:
-        """Advance to ``time``."""
-        return self._client._run(self._session.advance(time))
-
-    def commit(self, transactions: list[str], idempotency_key: str, advance_to: Any = None) -> Any:
-        """Commit staged transactions."""
-        return self._client._run(self._session.commit(transactions, idempotency_key, advance_to))
-
-    def close(self) -> Any:
-        """Close the session."""
-        return self._client._run(self._session.close())
+    push = blocking(AsyncSession.push)
+    advance = blocking(AsyncSession.advance)
+    commit = blocking(AsyncSession.commit)
+    close = blocking(AsyncSession.close)
