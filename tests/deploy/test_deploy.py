@@ -439,7 +439,7 @@ def k8s_launch(workdir: Path) -> Launch:
                 local.parent.mkdir(parents=True, exist_ok=True)
                 local.write_text(text)
                 files[f"{mount['mountPath']}/{key}"] = local
-        elif "emptyDir" in volume:
+        elif "emptyDir" in volume or "persistentVolumeClaim" in volume:
             assert mount.get("readOnly") is not True
             writable.add(mount["mountPath"])
     base = f"http://127.0.0.1:{container_port(spec['readinessProbe']['httpGet']['port'])}"
@@ -488,6 +488,7 @@ def test_every_yaml_file_parses_and_the_manifests_are_complete() -> None:
         "k8s/configmap.yaml",
         "k8s/deployment.yaml",
         "k8s/kustomization.yaml",
+        "k8s/pvc.yaml",
         "k8s/secret.example.yaml",
         "k8s/service.yaml",
     ]
@@ -501,6 +502,7 @@ def test_every_yaml_file_parses_and_the_manifests_are_complete() -> None:
         "configmap.yaml": "ConfigMap",
         "deployment.yaml": "Deployment",
         "kustomization.yaml": "Kustomization",
+        "pvc.yaml": "PersistentVolumeClaim",
         "secret.example.yaml": "Secret",
         "service.yaml": "Service",
     }
@@ -508,6 +510,7 @@ def test_every_yaml_file_parses_and_the_manifests_are_complete() -> None:
     assert load(K8S / "kustomization.yaml")["resources"] == [
         "configmap.yaml",
         "deployment.yaml",
+        "pvc.yaml",
         "service.yaml",
     ]
     # ConfigMap data is mounted as files: each value is itself valid YAML.
