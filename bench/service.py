@@ -261,12 +261,18 @@ class Servers:
     ``start`` starts both processes; ``close`` stops them and must follow in a ``finally``.
     """
 
-    def __init__(self, http: aiohttp.ClientSession, workers: int, profile: Path | None) -> None:
+    def __init__(
+        self,
+        http: aiohttp.ClientSession,
+        workers: int,
+        profile: Path | None,
+        extra: tuple[str, ...] = (),
+    ) -> None:
         self.http = http
         self.data_dir = tempfile.TemporaryDirectory(prefix="bench-service-data-")
         port, base_port = free_port(), free_port()
         serve = ["-m", "api", "serve", "--host", "127.0.0.1", "--port", str(port)]
-        serve += ["--workers", str(workers), "--data-dir", self.data_dir.name]
+        serve += ["--workers", str(workers), "--data-dir", self.data_dir.name, *extra]
         if profile is not None:
             serve = ["-m", "pyinstrument", "-r", "text", "-o", str(profile), *serve]
         baseline = [sys.executable, str(Path(__file__).resolve()), "--baseline-server"]
@@ -1238,7 +1244,8 @@ async def run_all(
     try:
         shared = [name for name in chosen if name != "rss"]  # (d) starts servers of its own
         if shared:
-            servers = Servers(http, args.workers, args.profile)
+            extra = () if args.durability is None else ("--durability", args.durability)
+            servers = Servers(http, args.workers, args.profile, extra)
             try:
                 await servers.wait_ready()
                 service = servers.service
@@ -1307,6 +1314,11 @@ def main(argv: list[str] | None = None) -> int:
         "--profile", type=Path, help="run the service under pyinstrument, report to PATH"
     )
     parser.add_argument("--json", type=Path, help="also write the results as JSON to PATH")
+    parser.add_argument(
+        "--durability",
+        choices=("fsync", "group", "none"),
+        help="the service's --durability (default: the server's own default)",
+    )
     parser.add_argument("--baseline-server", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)

@@ -161,6 +161,21 @@ class FrontierSocket:
         if self._open():
             self.transport.write(data)
 
+    @staticmethod
+    def write_all(sinks: list[FrontierSocket], data: bytes) -> list[int]:
+        """Write the same frames to every socket within its bound; the indexes of the others.
+
+        The one loop a change costs per subscriber: a buffer check and a write.
+        """
+        full: list[int] = []
+        for index, sink in enumerate(sinks):
+            transport = sink.transport
+            if transport.get_write_buffer_size() > FRONTIER_BUFFER_BYTES:
+                full.append(index)
+            elif not (sink.ws.closed or transport.is_closing()):
+                transport.write(data)
+        return full
+
     def when_writable(self, then: Callable[[], None]) -> None:
         """Call ``then`` once the socket has drained below its bound (not if it closes)."""
         _background(self._drained(then))

@@ -44,6 +44,15 @@ class FrontierSink(Protocol):
         """Call ``then()`` once the sink is writable again (it is not now)."""
         ...
 
+    @staticmethod
+    def write_all(sinks: list[Any], data: bytes) -> list[int]:
+        """Write ``data`` to each of ``sinks`` (all of this kind) that is writable.
+
+        Returns the indexes of the sinks over their bound, which were written nothing. One
+        call for every up-to-date subscriber of a kind: the loop over them is the sink's.
+        """
+        ...
+
     def finish(self, reason: str) -> None:
         """Send the final event for ``reason`` and close."""
         ...
@@ -123,9 +132,42 @@ class FrontierFeed(list["FrontierWatch"]):
             by_change[name] = location
         if self.seq == before or not self:
             return
+        seq = self.seq
         batches: dict[tuple[Any, bool], bytes] = {}
+        # Nearly every watch is attached and was given everything up to ``before``: those of
+        # a kind get one encoding and one write_all. The others take the long way.
+        current: dict[tuple[type[Any], bool], list[FrontierWatch]] = {}
         for watch in self:
-            watch._changed(before, batches)
+            sink = watch.sink
+            if (
+                sink is None
+                or watch.fed != before
+                or watch.waiting
+                or watch.fresh
+                or watch.closed is not None
+            ):
+                watch._changed(before, batches)
+                continue
+            key = (type(sink), watch.operators)
+            group = current.get(key)
+            if group is None:
+                current[key] = [watch]
+            else:
+                group.append(watch)
+        for (kind, operators), watches in current.items():
+            changed = self.since(before, operators)
+            for watch in watches:
+                watch.fed = seq
+            if not changed:
+                continue
+            data = kind.encode(self.payloads(changed))
+            for index in kind.write_all([watch.sink for watch in watches], data):
+                watch = watches[index]
+                sink = watch.sink
+                assert sink is not None
+                watch.fed = before  # not given: it gets what it missed once writable
+                watch.waiting = True
+                sink.when_writable(watch._writable)
 
     def publish_moved(self, moved: dict[str, Callable[[], list[Hashable]]]) -> None:
         """Publish the locations that may have moved, each read now, in location order."""

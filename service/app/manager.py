@@ -112,6 +112,9 @@ def _no_decoder(raw: tuple[str, bytes]) -> Any:
     raise RuntimeError("replaying logged batches needs DataflowManager(batch_decoder=...)")
 
 
+PUBLISH_DEFERRALS = 8
+"""Turns of the loop a publication may wait for the workers to finish what they are doing."""
+
 Reader = Callable[[], list[Hashable]]
 """Reads one location's frontier now, in its domain's total order."""
 
@@ -161,6 +164,7 @@ class DataflowManager:
         """Per watched dataflow, the locations whose frontiers may have moved since the last
         publication, each with how to read it: all that :meth:`_publish` looks at."""
         self._publish_scheduled = False
+        self._publish_deferred = 0
         self._dropped: OrderedDict[str, str] = OrderedDict()
         """Recently dropped dataflows (id -> tenant), so their clients get 410, not 404."""
 
@@ -809,7 +813,17 @@ class DataflowManager:
             asyncio.get_running_loop().call_soon(self._publish)
 
     def _publish(self) -> None:
-        """Publish the frontiers that moved since the last time, and only those."""
+        """Publish the frontiers that moved since the last time, and only those.
+
+        While the workers still have work (the change is still travelling through the
+        dataflow: an input moved, its output will next) the publication waits a few turns of
+        the loop, so that one write per subscriber carries both.
+        """
+        if self._publish_deferred < PUBLISH_DEFERRALS and any(w.busy for w in self._workers):
+            self._publish_deferred += 1
+            asyncio.get_running_loop().call_soon(self._publish)
+            return
+        self._publish_deferred = 0
         self._publish_scheduled = False
         moved, self._moved = self._moved, {}
         for dataflow_id, locations in moved.items():

@@ -103,6 +103,11 @@ class Worker:
         """Run ``callback`` after ``delay`` seconds (an activation for operators that poll)."""
         return asyncio.get_running_loop().call_later(delay, callback)
 
+    @property
+    def busy(self) -> bool:
+        """Whether some dataflow was activated and waits for this worker's next step."""
+        return bool(self._active)
+
     def _activate(self, dataflow: int) -> None:
         self._active.add(dataflow)
         self._wake.set()

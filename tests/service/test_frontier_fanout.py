@@ -592,6 +592,14 @@ class FakeSink:
     def when_writable(self, then: Callable[[], None]) -> None:
         self.waiting.append(then)
 
+    @staticmethod
+    def write_all(sinks: list[FakeSink], data: bytes) -> list[int]:
+        full = [i for i, sink in enumerate(sinks) if not sink.writable()]
+        for i, sink in enumerate(sinks):
+            if i not in full:
+                sink.write(data)
+        return full
+
     def finish(self, reason: str) -> None:
         self.finished.append(reason)
 
