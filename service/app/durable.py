@@ -40,6 +40,10 @@ _REPLAY_LIMITS = Limits(
 """Replay re-applies what was accepted once: no size limit may refuse it the second time."""
 
 
+REPLAY_CHUNK = 32
+"""Operations replayed between two pauses for the workers."""
+
+
 class ReplayError(StoreError):
     """An input's log does not replay (a bug, or a log from another graph): fail-stop."""
 
@@ -92,12 +96,23 @@ class InputJournal:
                 f"the data directory failed: {error.strerror or error}", retry_after=1
             ) from None
 
-    def replay(self, producer: ProducerInput, replayed: Replayed) -> None:
-        """Apply every logged operation to ``producer`` again, in order, effects at once."""
+    async def replay(
+        self,
+        producer: ProducerInput,
+        replayed: Replayed,
+        pause: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        """Apply every logged operation to ``producer`` again, in order, effects at once.
+
+        Every :data:`REPLAY_CHUNK` operations it awaits ``pause()`` (the workers catch up),
+        so a long log is never all in flight in the dataflow at once.
+        """
         journal, producer.journal = producer.journal, None
         limits, producer._limits = producer._limits, _REPLAY_LIMITS
         try:
             for position, payload in self.log.replay():
+                if pause is not None and replayed.frames % REPLAY_CHUNK == REPLAY_CHUNK - 1:
+                    await pause()
                 kind, meta, raw, data = pickle.loads(payload)
                 try:
                     replayed.records += _apply(producer, kind, meta, raw, data, self.decode)

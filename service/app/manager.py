@@ -239,8 +239,8 @@ class DataflowManager:
                     if log_ is not None:
                         log_.commit(consumer, committed)
                 for name, producer in record.inputs.items():
-                    self._journals[(record.id, name)].replay(producer, self.replayed)
-                    await asyncio.sleep(0)  # let the workers take what was replayed
+                    journal = self._journals[(record.id, name)]
+                    await journal.replay(producer, self.replayed, self._caught_up)
         except Exception as error:
             self._failure = error
             log.critical("recovery failed, the service stops: %s", error)
@@ -255,6 +255,12 @@ class DataflowManager:
             self.replayed.records,
             self.recovery_seconds,
         )
+
+    async def _caught_up(self) -> None:
+        """Wait until the workers have done what they were given (a pause in a replay)."""
+        await asyncio.sleep(0)
+        while any(worker.busy for worker in self._workers):
+            await asyncio.sleep(0)
 
     def _store_failed(self, error: BaseException) -> None:
         """A sync failed: nothing can be acknowledged any more (fail-stop)."""
