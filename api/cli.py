@@ -125,6 +125,7 @@ def serve(
     """Start the server."""
     from api.server.logs import configure_logging
     from service.app import Limits, Settings
+    from service.app.settings import LOG_SEGMENT_BYTES
 
     configure_logging(log_format)
     config: dict[str, Any] = _load(config_file) if config_file else {}
@@ -148,6 +149,7 @@ def serve(
         workers=int(chosen("workers", "FRONTIER_WORKERS", workers)),
         data_dir=chosen("data_dir", "FRONTIER_DATA_DIR", data_dir),
         durability=_durability(chosen("durability", "FRONTIER_DURABILITY", durability)),
+        log_segment_bytes=int(config.get("log_segment_bytes", LOG_SEGMENT_BYTES)),
         tokens=token_map,
         limits=Limits(**config.get("limits", {})),
         operator_modules=tuple(config.get("operator_modules", ())) + operator_modules,

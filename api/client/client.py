@@ -454,42 +454,45 @@ class AsyncSession:
 
 
 P = ParamSpec("P")
+S = TypeVar("S")
 
 
-class _Runner:
-    """What a blocking face runs its async original's coroutines with."""
+class _Runner(Generic[S]):
+    """A blocking face of an async object ``S``: runs its coroutines to completion."""
 
     def _run(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        """Run ``coroutine`` on the blocking client's loop thread; its result."""
         raise NotImplementedError
 
-    def _target(self) -> Any:
+    def _target(self) -> S:
         """The async object whose coroutine methods the blocking methods call."""
         raise NotImplementedError
 
 
-class _Blocking(Generic[P, T]):
+class _Blocking(Generic[S, P, T]):
     """A blocking method made from a coroutine method of the async client (or session).
 
-    Same parameters (typed through ``ParamSpec``), same docstring; the call runs the
-    coroutine on the blocking client's loop thread and returns its result. So the blocking
-    client is a runner over the async one, never a second copy of its calls.
+    Same parameters (typed through ``ParamSpec``), same docstring and signature; the call
+    runs the coroutine on the blocking client's loop thread and returns its result. The
+    async class ``S`` is part of the type: only a ``_Runner[S]`` can call the method. So the
+    blocking client is a runner over the async one, never a second copy of its calls.
     """
 
-    def __init__(self, method: Callable[Concatenate[Any, P], Coroutine[Any, Any, T]]) -> None:
+    def __init__(self, method: Callable[Concatenate[S, P], Coroutine[Any, Any, T]]) -> None:
         self._method = method
         self.__doc__ = method.__doc__
         signature = inspect.signature(method)
         self._signature = signature.replace(parameters=list(signature.parameters.values())[1:])
 
     @overload
-    def __get__(self, instance: None, owner: type[Any]) -> _Blocking[P, T]: ...
+    def __get__(self, instance: None, owner: type[Any]) -> _Blocking[S, P, T]: ...
 
     @overload
-    def __get__(self, instance: _Runner, owner: type[Any]) -> Callable[P, T]: ...
+    def __get__(self, instance: _Runner[S], owner: type[Any]) -> Callable[P, T]: ...
 
     def __get__(
-        self, instance: _Runner | None, owner: type[Any]
-    ) -> _Blocking[P, T] | Callable[P, T]:
+        self, instance: _Runner[S] | None, owner: type[Any]
+    ) -> _Blocking[S, P, T] | Callable[P, T]:
         if instance is None:
             return self
         method = self._method
@@ -503,13 +506,13 @@ class _Blocking(Generic[P, T]):
 
 
 def blocking(
-    method: Callable[Concatenate[Any, P], Coroutine[Any, Any, T]],
-) -> _Blocking[P, T]:
-    """The blocking form of an async client's coroutine method (see :class:`_Blocking`)."""
+    method: Callable[Concatenate[S, P], Coroutine[Any, Any, T]],
+) -> _Blocking[S, P, T]:
+    """The blocking form of a coroutine method of ``S`` (see :class:`_Blocking`)."""
     return _Blocking(method)
 
 
-class Client(_Runner):
+class Client(_Runner[AsyncClient]):
     """The blocking client: every :class:`AsyncClient` call, run on a private loop thread."""
 
     def __init__(self, url: str, token: str | None = None, timeout: float = 30.0) -> None:
@@ -577,7 +580,7 @@ class Client(_Runner):
     forget_consumer = blocking(AsyncClient.forget_consumer)
 
 
-class Session(_Runner):
+class Session(_Runner[AsyncSession]):
     """The blocking face of :class:`AsyncSession`."""
 
     def __init__(self, client: Client, session: AsyncSession) -> None:

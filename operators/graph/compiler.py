@@ -61,6 +61,10 @@ class OpKind:
     outputs: int | str
     """Number of outputs, or the name of the int parameter that gives it."""
     params: dict[str, Param] = field(default_factory=dict)
+    spans_times: bool = False
+    """Whether a record at one time can make output at another (``delay``): a dataflow with
+    such an operator keeps its inputs' whole logs, since an output time may need input from
+    any earlier time to be computed again."""
     builder: Callable[[list[Stream], dict[str, Any]], list[Stream]] | None = None
     """For operators registered by the deployer: builds it from its input streams and
     parameters (expressions already compiled to functions)."""
@@ -134,7 +138,13 @@ CATALOGUE: dict[str, OpKind] = {
                 "on_error": _ON_ERROR,
             },
         ),
-        OpKind("delay", 1, 1, {"expr": Param("expr", variables=("r", "t")), "on_error": _ON_ERROR}),
+        OpKind(
+            "delay",
+            1,
+            1,
+            {"expr": Param("expr", variables=("r", "t")), "on_error": _ON_ERROR},
+            spans_times=True,
+        ),
         OpKind(
             "feedback", 1, 1, {"summary": Param("int", required=False, minimum=1, maximum=2**32)}
         ),
@@ -261,6 +271,10 @@ class Plan:
                 for name in self.order
             },
         }
+
+    def spans_times(self) -> bool:
+        """Whether an operator of the graph makes output at other times than its input's."""
+        return any(CATALOGUE[node.op].spans_times for node in self.spec.nodes.values())
 
     def minimum(self) -> Hashable:
         """The least time of the graph's root time domain."""

@@ -14,11 +14,13 @@ as they were, and the outputs are recomputed (operators are deterministic per ti
 
 from __future__ import annotations
 
+import bisect
 import contextlib
+import itertools
 import os
 import pickle
 import shutil
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import Awaitable, Callable, Hashable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +29,7 @@ from service.app.errors import Unavailable
 from service.app.inputs import Columns, ProducerInput, Raw
 from service.app.settings import Limits
 from service.store import Catalogue, Committer, Durability, Log, StoreError
+from service.store.log import SEGMENT_BYTES
 
 BatchDecoder = Callable[[Raw], "list[tuple[Hashable, Any]] | Columns"]
 """Decodes a batch as it arrived (JSON or Arrow bytes) into pairs or columns: the API's."""
@@ -59,7 +62,16 @@ class Replayed:
 class InputJournal:
     """One input's log: writes its operations, says when they are durable, replays them."""
 
-    __slots__ = ("committer", "decode", "log", "name", "position", "store")
+    __slots__ = (
+        "committer",
+        "decode",
+        "log",
+        "name",
+        "position",
+        "snapshot",
+        "store",
+        "tops",
+    )
 
     def __init__(self, store: Store, log: Log, decode: BatchDecoder, name: str) -> None:
         self.store = store
@@ -69,6 +81,51 @@ class InputJournal:
         self.name = name
         self.position = log.next_position - 1
         """The position of the last frame written."""
+        self.snapshot: Callable[[], Any] | None = None
+        """The input's state now, written as a checkpoint at the head of each new segment:
+        where a replay starts once the segments before it are gone."""
+        self.tops: dict[int, int | None] = {}
+        """Per segment (its first position), the latest time its frames sent records at
+        (``None`` once a time that is not an integer was)."""
+
+    def sent(self, times: Iterable[Hashable]) -> None:
+        """The operation just written sent records at ``times``: its segment's latest time."""
+        self._top(self.log.segment_starts()[-1], times)
+
+    def _top(self, segment: int, times: Iterable[Hashable]) -> None:
+        top = self.tops.get(segment, -1)
+        if top is None:
+            return
+        for time in times:
+            if type(time) is not int:
+                self.tops[segment] = None
+                return
+            if time > top:
+                top = time
+        self.tops[segment] = top
+
+    def truncate(self, before: int) -> int:
+        """Delete the oldest segments whose records are all at times before ``before``.
+
+        Only whole segments, each followed by one that starts with a checkpoint (the
+        state a replay starts from). Returns the bytes freed.
+        """
+        starts = self.log.segment_starts()
+        keep = starts[0]
+        for start, following in itertools.pairwise(starts):
+            top = self.tops.get(start, -1)
+            if top is None or top >= before or not self._checkpoint_at(following):
+                break
+            keep = following
+        freed = self.log.truncate_before(keep)
+        for start in [s for s in self.tops if s < keep]:
+            del self.tops[start]
+        return freed
+
+    def _checkpoint_at(self, start: int) -> bool:
+        """Whether the segment starting at ``start`` begins with a checkpoint."""
+        payload = self.log.first_payload(start)
+        return payload is not None and pickle.loads(payload)[0] == "checkpoint"
 
     @property
     def synced(self) -> int:
@@ -78,8 +135,13 @@ class InputJournal:
     def record(self, kind: str, meta: tuple[Any, ...], raw: Raw | None, data: Any) -> None:
         """Write one operation; :class:`Unavailable` (nothing applied) if the disk refuses."""
         payload = pickle.dumps((kind, meta, raw, None if raw is not None else data), 5)
+        payloads = [payload]
+        if self.snapshot is not None and self.log.next_position > 0 and self.log.rolls_next():
+            # The state before this operation heads the new segment: a checkpoint (the
+            # first segment needs none: a replay from it starts from nothing).
+            payloads.insert(0, pickle.dumps(("checkpoint", (), None, self.snapshot()), 5))
         try:
-            self.position = self.log.append([payload])
+            self.position = self.log.append(payloads) + len(payloads) - 1
         except OSError as error:
             what = f"input {self.name!r} cannot log the {kind}"
             raise self.store.refused(error, what, len(payload)) from None
@@ -107,13 +169,23 @@ class InputJournal:
         Every :data:`REPLAY_CHUNK` operations it awaits ``pause()`` (the workers catch up),
         so a long log is never all in flight in the dataflow at once.
         """
-        journal, producer.journal = producer.journal, None
+        replaying = _Replaying(self)
+        journal, producer.journal = producer.journal, replaying
+        deferred, producer._deferred = producer._deferred, None
         limits, producer._limits = producer._limits, _REPLAY_LIMITS
+        starts = self.log.segment_starts()
+        first = self.log.first_position
         try:
             for position, payload in self.log.replay():
                 if pause is not None and replayed.frames % REPLAY_CHUNK == REPLAY_CHUNK - 1:
                     await pause()
                 kind, meta, raw, data = pickle.loads(payload)
+                replaying.segment = starts[bisect.bisect_right(starts, position) - 1]
+                if kind == "checkpoint":
+                    # Only the first frame kept matters: what came before it is gone.
+                    if position == first and first > 0:
+                        producer.restore(data, self.decode)
+                    continue
                 try:
                     replayed.records += _apply(producer, kind, meta, raw, data, self.decode)
                 except Exception as error:
@@ -124,7 +196,35 @@ class InputJournal:
                 replayed.frames += 1
         finally:
             producer.journal = journal
+            producer._deferred = deferred
             producer._limits = limits
+
+
+class _Replaying:
+    """The journal an input has while its log is replayed.
+
+    It writes nothing, and notes the latest time of each segment's records (for truncation
+    after a restart).
+    """
+
+    __slots__ = ("journal", "segment")
+
+    def __init__(self, journal: InputJournal) -> None:
+        self.journal = journal
+        self.segment = 0
+
+    position = -1
+    synced = 0
+
+    def record(self, kind: str, meta: tuple[Any, ...], raw: Raw | None, data: Any) -> None:
+        """Nothing to write: the operation is in the log already."""
+
+    def wait(self) -> None:
+        """Nothing to wait for."""
+
+    def sent(self, times: Iterable[Hashable]) -> None:
+        """Note the replayed operation's times in its segment's latest time."""
+        self.journal._top(self.segment, times)
 
 
 def _apply(
@@ -186,8 +286,10 @@ class Store:
         directory: Path | str,
         durability: Durability,
         on_failure: Callable[[BaseException], None] | None = None,
+        segment_bytes: int = SEGMENT_BYTES,
     ) -> None:
         self.directory = Path(directory)
+        self.segment_bytes = segment_bytes
         # Every log is checked before anything is changed: a corrupt one refuses to start
         # with the directory as it was (torn tails are cut only once all are good).
         self._found: dict[tuple[str, int], Log] = {}
@@ -237,7 +339,8 @@ class Store:
         """The journal of input ``name`` (the ``index``-th of its graph) of ``dataflow``."""
         log = self._found.pop((dataflow, index), None)
         if log is None:
-            log = Log(self.directory / "inputs" / dataflow / str(index))
+            log = Log(self.directory / "inputs" / dataflow / str(index), self.segment_bytes)
+        log.segment_bytes = self.segment_bytes
         self._logs.setdefault(dataflow, []).append(log)
         return InputJournal(self, log, decode, name)
 

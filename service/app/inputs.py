@@ -102,6 +102,13 @@ class Journal(Protocol):
         """What to await until everything written so far is durable (None: nothing)."""
         ...
 
+    def sent(self, times: Iterable[Hashable]) -> None:
+        """The operation just written sends records at ``times``.
+
+        The log may be cut below the times every output has forgotten.
+        """
+        ...
+
 
 class Columns(Protocol):
     """Records staged as columns (an Arrow body), with integer times.
@@ -143,6 +150,9 @@ class Transaction:
     chunks: list[Chunk] = field(default_factory=list)
     size: int = 0
     """How many records the chunks hold."""
+    logged: list[tuple[Raw | None, Any]] = field(default_factory=list)
+    """With a journal: each chunk as it was logged (its raw bytes, or the pairs), so a
+    checkpoint of the input can hold the open transaction."""
 
 
 def _pairs_at_or_after(batch: list[tuple[Hashable, Any]], time: Hashable) -> bool:
@@ -239,6 +249,42 @@ class ProducerInput:
         """
         if self._deferred is None:
             self._deferred = deque()
+
+    def snapshot(self) -> dict[str, Any]:
+        """The input's state as producers know it: what a checkpoint of its log holds."""
+        return {
+            "time": self._time,
+            "sessions": [(s.id, s.time, s.seq, s.last_ack) for s in self.sessions.values()],
+            "transactions": [(t.id, t.logged) for t in self.transactions.values()],
+            "commits": list(self._commits.items()),
+            "records_in": self.records_in,
+        }
+
+    def restore(self, state: dict[str, Any], decode: Callable[[Raw], Any]) -> None:
+        """Take a checkpoint's state: a fresh input (nothing applied yet) resumes from it.
+
+        What came before the checkpoint is not replayed: the records it carried were at
+        times every output has forgotten.
+        """
+        base = self._base
+        assert base is not None and not self.sessions
+        for session_id, time, seq, last_ack in state["sessions"]:
+            self.sessions[session_id] = Session(session_id, base.delayed(time), time, seq, last_ack)
+        for transaction_id, logged in state["transactions"]:
+            transaction = self.transactions[transaction_id] = Transaction(transaction_id)
+            for raw, data in logged:
+                chunk = decode(raw) if raw is not None else data
+                transaction.chunks.append(chunk)
+                transaction.size += len(chunk)
+                transaction.logged.append((raw, data))
+                self._staged += len(chunk)
+        self._commits = OrderedDict(state["commits"])
+        self.records_in = state["records_in"]
+        time = state["time"]
+        if time is None:
+            self.close()
+        elif time != base.time:
+            self._move_base(time)
 
     async def durable(self) -> None:
         """Wait until every operation so far is durable; apply the effects that waited.
@@ -455,6 +501,8 @@ class ProducerInput:
     def _send_at(self, time: Hashable, records: Sequence[Any]) -> None:
         """Send checked records, all at ``time``."""
         if records:
+            if self.journal is not None:
+                self.journal.sent((time,))
             self._effect(self._emit, [(time, list(records))])
             self.records_in += len(records)
 
@@ -477,6 +525,8 @@ class ProducerInput:
         for at, record in zip(times, records, strict=True):
             by_time[at].append(record)
         # The session's capability is at or before each time: checked by _validate.
+        if self.journal is not None:
+            self.journal.sent(by_time)
         self._effect(self._emit, list(by_time.items()))
         self.records_in += len(records)
 
@@ -512,6 +562,8 @@ class ProducerInput:
             transaction.chunks.append(batch)
             transaction.size += len(batch)
             self._staged += len(batch)
+            if self.journal is not None:
+                transaction.logged.append((raw, batch if raw is None else None))
         return transaction.size
 
     def _check_staged_pairs(self, batch: list[tuple[Hashable, Any]], time: Hashable) -> None:
@@ -678,6 +730,8 @@ class ProducerInput:
         if not count:
             return 0
         # The input's capability is at or before each time: checked by _check_commit.
+        if self.journal is not None:
+            self.journal.sent(groups)
         self._effect(self._emit, list(groups.items()))
         self.records_in += count
         return count

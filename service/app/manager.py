@@ -84,6 +84,9 @@ class DataflowRecord:
     """What each worker built (worker 0's is used for per-operator frontiers)."""
     ready: asyncio.Future[None] | None = None
     applied: int = 0
+    truncated_before: int = 0
+    """Its inputs' logs hold no record at a time before this one."""
+    truncation_due: bool = False
 
     def summary(self) -> DataflowSummary:
         """A short description for listings."""
@@ -180,7 +183,12 @@ class DataflowManager:
         stored = []
         if self.settings.data_dir is not None:
             durability = Durability(self.settings.durability)
-            self.store = Store(self.settings.data_dir, durability, on_failure=self._store_failed)
+            self.store = Store(
+                self.settings.data_dir,
+                durability,
+                on_failure=self._store_failed,
+                segment_bytes=self.settings.log_segment_bytes,
+            )
             stored = list(self.store.catalogue.dataflows())
             self.store.remove_orphans({dataflow.id for dataflow in stored})
             # Every log is opened (every frame checked) before anything runs: a corrupt
@@ -228,16 +236,21 @@ class DataflowManager:
                     dataflow.graph,
                     self.compile(dataflow.graph),
                     created_at=dataflow.created_at,
+                    truncated_before=dataflow.truncated_before,
                 )
                 self.dataflows[record.id] = record
                 if dataflow.status == "failed":
                     record.status, record.error = "failed", dataflow.error
                     continue
                 await self._command("create", record)
+                if record.truncated_before > 0:
+                    # Times before it were forgotten by every output, and are not replayed.
+                    for forgetting in record.outputs.values():
+                        forgetting.evicted = [record.truncated_before - 1]
                 for output, consumer, committed in store.catalogue.consumers(record.id):
-                    log_ = record.outputs.get(output)
-                    if log_ is not None:
-                        log_.commit(consumer, committed)
+                    read = record.outputs.get(output)
+                    if read is not None:
+                        read.commit(consumer, committed)
                 for name, producer in record.inputs.items():
                     journal = self._journals[(record.id, name)]
                     await journal.replay(producer, self.replayed, self._caught_up)
@@ -409,7 +422,8 @@ class DataflowManager:
         record.inputs[producer.name] = producer
         if self.store is not None:
             index = list(record.plan.spec.inputs()).index(producer.name)
-            producer.journal = self._journal(record.id, index, producer.name)
+            journal = producer.journal = self._journal(record.id, index, producer.name)
+            journal.snapshot = producer.snapshot
             if self.store.durability is Durability.FSYNC:
                 producer.defer_effects()
         location = f"input:{producer.name}"
@@ -432,7 +446,47 @@ class DataflowManager:
                 self._maybe_completed(record)
 
         log.on_frontier = moved
+        if self.store is not None and not record.plan.spans_times() and peers >= 1:
+            log.on_evict = lambda: self._truncation_due(record)
         return log
+
+    def _truncation_due(self, record: DataflowRecord) -> None:
+        if not record.truncation_due:
+            record.truncation_due = True
+            asyncio.get_running_loop().call_soon(self._truncate, record)
+
+    def _truncate(self, record: DataflowRecord) -> None:
+        """Cut the inputs' logs below the times every output has forgotten.
+
+        Integer times only, and only for a dataflow whose operators make output at the
+        times of their input (none declares ``spans_times``): an output time then needs
+        input at that time alone to be computed again.
+        """
+        record.truncation_due = False
+        store = self.store
+        if store is None or record.status not in ("running", "completed") or not record.outputs:
+            return
+        before = None
+        for log_ in record.outputs.values():
+            forgotten = [t for t in log_.evicted if type(t) is int]
+            if len(forgotten) != len(log_.evicted):
+                return  # product times: the log is kept whole
+            cut = max(forgotten) + 1 if forgotten else 0
+            before = cut if before is None else min(before, cut)
+        if before is None or before <= record.truncated_before:
+            return
+        try:
+            # First the catalogue: a restart then knows those times are gone, whatever
+            # segments a crash left.
+            store.catalogue.truncated(record.id, before)
+        except OSError as error:
+            log.warning("truncating the logs of %s waits: %s", record.id, error)
+            return
+        record.truncated_before = before
+        for name in record.inputs:
+            journal = self._journals.get((record.id, name))
+            if journal is not None:
+                journal.truncate(before)
 
     def _follow_operators(self, record: DataflowRecord, built: BuiltGraph) -> None:
         """Have the engine say which operators' frontiers moved (worker 0 tracks them all)."""

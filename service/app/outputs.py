@@ -120,6 +120,8 @@ class OutputLog:
         """Registered readers and the time before which each has read everything."""
         self.on_frontier: Callable[[Antichain[Hashable]], None] | None = None
         """Called with the merged frontier each time it moves."""
+        self.on_evict: Callable[[], None] | None = None
+        """Called when times were forgotten (the inputs' logs may be truncated)."""
 
     # ----------------------------------------------------------------- the pusher side
 
@@ -161,6 +163,7 @@ class OutputLog:
         if self._retained <= self._retention and read is None:
             return
         complete = sorted((t for t in self._times if not frontier.less_equal(t)), key=_sort_key)
+        forgot = False
         for time in complete:
             consumed = read is not None and not less_equal(read, time)
             if not consumed and self._retained <= self._retention:
@@ -170,6 +173,9 @@ class OutputLog:
             # them may be gone.
             if not any(less_equal(time, e) for e in self.evicted):
                 self.evicted = [e for e in self.evicted if not less_equal(e, time)] + [time]
+                forgot = True
+        if forgot and self.on_evict is not None:
+            self.on_evict()
 
     def _read_by_all(self) -> Hashable | None:
         """The least committed time over the consumers (None: no consumer, or one at none)."""

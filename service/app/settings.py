@@ -5,6 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 
+LOG_SEGMENT_BYTES = 64 * 1024 * 1024
+"""The default size of an input's log segment."""
+
+
 @dataclass(frozen=True, slots=True)
 class Limits:
     """Every bound the service enforces; each refusal names the limit."""
@@ -33,6 +37,9 @@ class Settings:
     """Where the catalogue and the inputs' logs live (``frontier serve``: ``.frontier``);
     ``None`` keeps everything in memory, as a library user running a dataflow in-process
     may want."""
+    log_segment_bytes: int = LOG_SEGMENT_BYTES
+    """How large an input's log segment grows before the next one starts: the unit in which
+    logs are truncated."""
     durability: str = "fsync"
     """When an acknowledged operation is durable: ``fsync``, ``group`` or ``none``
     (``docs/durability.md``)."""

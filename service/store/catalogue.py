@@ -58,6 +58,9 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (dataflow, input)
     );
     """,
+    """
+    ALTER TABLE dataflows ADD COLUMN truncated_before INTEGER NOT NULL DEFAULT 0;
+    """,
 )
 """Migration ``i`` takes the schema from version ``i`` to ``i + 1``."""
 
@@ -82,6 +85,8 @@ class StoredDataflow:
     created_at: float
     status: str
     error: str | None
+    truncated_before: int = 0
+    """Its inputs' logs hold no record at a time before this one (they were truncated)."""
 
 
 def _writes(method: Any) -> Any:
@@ -171,6 +176,11 @@ class Catalogue:
         )
 
     @_writes
+    def truncated(self, id: str, before: int) -> None:
+        """Record that a dataflow's logs hold no record at a time before ``before``."""
+        self._db.execute("UPDATE dataflows SET truncated_before = ? WHERE id = ?", (before, id))
+
+    @_writes
     def drop_dataflow(self, id: str) -> None:
         """Forget a dataflow and everything recorded for it, in one transaction."""
         self._db.execute("BEGIN IMMEDIATE")
@@ -186,12 +196,12 @@ class Catalogue:
     def dataflows(self) -> Iterator[StoredDataflow]:
         """Every dataflow, in creation order."""
         rows = self._db.execute(
-            "SELECT position, id, tenant, name, graph, created_at, status, error "
-            "FROM dataflows ORDER BY position"
+            "SELECT position, id, tenant, name, graph, created_at, status, error, "
+            "truncated_before FROM dataflows ORDER BY position"
         )
-        for position, id, tenant, name, graph, created_at, status, error in rows.fetchall():
+        for position, id, tenant, name, graph, created_at, status, error, cut in rows.fetchall():
             yield StoredDataflow(
-                position, id, tenant, name, orjson.loads(graph), created_at, status, error
+                position, id, tenant, name, orjson.loads(graph), created_at, status, error, cut
             )
 
     # ----------------------------------------------------------------- consumers

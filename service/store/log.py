@@ -181,6 +181,24 @@ class Log:
         last = self._segments[-1]
         return last.first + last.frames
 
+    def rolls_next(self) -> bool:
+        """Whether the next append starts a new segment."""
+        return not self._segments or self._segments[-1].size >= self.segment_bytes
+
+    def first_payload(self, start: int) -> bytes | None:
+        """The payload of the first frame of the segment starting at ``start`` (if any)."""
+        for segment in self._segments:
+            if segment.first == start and segment.frames:
+                with open(segment.path, "rb") as file:
+                    head = file.read(HEADER_BYTES)
+                    length = _HEAD.unpack_from(head)[1]
+                    return file.read(length)
+        return None
+
+    def segment_starts(self) -> list[int]:
+        """The position of each segment's first frame, oldest first."""
+        return [segment.first for segment in self._segments]
+
     @property
     def first_position(self) -> int:
         """The position of the oldest frame kept (frames before it were truncated)."""

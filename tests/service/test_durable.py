@@ -18,6 +18,7 @@ from api.codec import decode_batch
 from service.app import (
     Conflict,
     DataflowManager,
+    Gone,
     IdempotencyKeyReused,
     Limits,
     OutputLog,
@@ -45,12 +46,15 @@ async def managers(tmp_path: Path) -> AsyncIterator[Callable[..., Any]]:
     """Start managers on one data directory (each stopped at the end, if not before)."""
     started: list[DataflowManager] = []
 
-    async def make(durability: str = "fsync", workers: int = 2, **limits: Any) -> DataflowManager:
+    async def make(
+        durability: str = "fsync", workers: int = 2, segment_bytes: int = 1 << 26, **limits: Any
+    ) -> DataflowManager:
         settings = Settings(
             workers=workers,
             data_dir=str(tmp_path / "data"),
             durability=durability,
             limits=Limits(**limits),
+            log_segment_bytes=segment_bytes,
         )
         manager = DataflowManager(settings, batch_decoder=decode_batch)
         await manager.start()
@@ -221,3 +225,46 @@ async def test_logs_of_a_drop_cut_short_by_a_crash_are_removed(
     second = await managers()
     assert [r.id for r in second.listing("t")] == [kept.id]
     assert sorted(p.name for p in (tmp_path / "data" / "inputs").iterdir()) == [kept.id]
+
+
+async def test_logs_shrink_below_what_every_consumer_committed_and_a_restart_agrees(
+    managers: Callable[..., Any], tmp_path: Path
+) -> None:
+    first = await managers(segment_bytes=2048)
+    record = await first.create("t", COUNT)
+    x = first.input("t", record.id, "x")
+    s = x.open_session()
+    first.commit_consumer("t", record.id, "out", "reader", None)  # keeps everything for now
+    for t in range(60):
+        x.push(s.id, t + 1, [(t, f"k{t % 3}")] * 20)
+        x.advance(s.id, t + 1)
+    await x.durable()
+    log = first.output("t", record.id, "out")
+    await passed(log, 60)
+    logs = tmp_path / "data" / "inputs" / record.id / "0"
+    segments = sorted(logs.glob("*.log"))
+    size = sum(p.stat().st_size for p in segments)
+    assert len(segments) > 5
+    first.commit_consumer("t", record.id, "out", "reader", 40)
+    await until(lambda: len(list(logs.glob("*.log"))) < len(segments), "the log shrinks")
+    kept = sorted(logs.glob("*.log"))
+    assert sum(p.stat().st_size for p in kept) < size / 2
+    assert record.truncated_before == 40
+    retained = counts(log)
+    assert sorted(retained) == list(range(40, 60))
+    await first.stop()
+
+    second = await managers(segment_bytes=2048)
+    log = second.output("t", record.id, "out")
+    await passed(log, 60)
+    assert counts(log) == retained  # the retained times, served identically
+    assert log.consumers == {"reader": 40}
+    with pytest.raises(Gone):
+        log.check_start([39])
+    x = second.input("t", record.id, "x")
+    assert (list(x.sessions), x.records_in) == ([s.id], 1200)
+    assert x.push(s.id, 61, [(60, "k0")] * 20).applied == 20
+    x.advance(s.id, 61)
+    await x.durable()
+    await passed(log, 61)
+    assert counts(log)[60] == [("k0", 20)]

@@ -8,6 +8,8 @@ import os
 import re
 import runpy
 import shlex
+import signal
+import subprocess
 import sys
 import time
 import uuid
@@ -22,7 +24,7 @@ from pyspark.sql import functions as F
 import api.spark
 from api.client import Client, FrontierError
 from api.spark.options import transaction_name
-from tests.spark.conftest import COUNTS, IDENTITY, ROOT, wait_for
+from tests.spark.conftest import COUNTS, IDENTITY, ROOT, start_server, wait_for
 
 ROWS = 100_000
 TIMES = 10
@@ -289,3 +291,53 @@ def test_an_identity_dataflow_round_trips_typed_rows(
         frame.write.format("frontier").mode("overwrite").options(
             **frontier_options(server, dataflow)
         ).option("input", "rows").option("time", "9").save()
+
+
+def test_a_batch_job_whose_driver_died_before_its_commit_is_applied_once_when_run_again(
+    tmp_path: Path,
+) -> None:
+    """Tasks staged, the driver killed before the job's commit, the server restarted, the
+    job run again: every row once (real processes: server, Spark drivers and their JVMs)."""
+    log = tmp_path / "server.log"
+    server, url = start_server(log)
+    rows, writer = 20_000, "driver-crash"
+    job = [sys.executable, str(ROOT / "tests" / "spark" / "driver_job.py")]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYSPARK_PYTHON": sys.executable}
+    try:
+        with Client(url) as client:
+            dataflow = client.create_dataflow(COUNTS)["id"]
+        marker = tmp_path / "staged"
+        driver = subprocess.Popen(
+            [*job, url, dataflow, writer, str(rows), "--stop-before-commit", str(marker)],
+            env=env,
+            start_new_session=True,  # the driver and its JVM: killed together
+        )
+        try:
+            wait_for(marker.exists, timeout=180)
+        finally:
+            os.killpg(driver.pid, signal.SIGKILL)
+            driver.wait()
+        with Client(url) as client:
+            assert client.input(dataflow, "rows")["staged"] == rows  # staged, not committed
+            assert client.output_frontier(dataflow, "out") == [0]
+        server.kill()  # and the server dies too; it recovers the staged transactions
+        server.wait()
+        server, url = start_server(
+            log.with_name("server-again.log"), "--data-dir", str(log.with_suffix(".data"))
+        )
+        with Client(url) as client:
+            assert client.input(dataflow, "rows")["staged"] == rows
+        rerun = subprocess.run([*job, url, dataflow, writer, str(rows)], env=env, timeout=300)
+        assert rerun.returncode == 0
+        with Client(url) as client:
+            wait_for(lambda: client.output_frontier(dataflow, "out") == [TIMES], timeout=30)
+            got = {t: {r["key"]: r["count"] for r in rs} for t, rs in client.times(dataflow, "out")}
+            assert client.input(dataflow, "rows")["staged"] == 0
+        expected: dict[int, dict[str, int]] = {}
+        for i in range(rows):
+            per_key = expected.setdefault(i % TIMES, {})
+            per_key[f"k{i % KEYS}"] = per_key.get(f"k{i % KEYS}", 0) + 1
+        assert got == expected
+    finally:
+        server.kill()
+        server.wait()

@@ -1,0 +1,67 @@
+"""A Spark batch job writing events into a dataflow: the driver the crash test kills.
+
+    python tests/spark/driver_job.py URL DATAFLOW WRITER ROWS [--stop-before-commit MARKER]
+
+With ``--stop-before-commit`` the driver, once every task has staged its rows, writes
+``MARKER`` and waits instead of committing the job: the test kills it there, as a driver
+that dies between its tasks and its commit.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+import api.spark
+from api.spark import sink
+
+TIMES = 10
+KEYS = 7
+
+
+def main(argv: list[str]) -> None:
+    url, dataflow, writer, rows = argv[:4]
+    if len(argv) > 4 and argv[4] == "--stop-before-commit":
+        marker = Path(argv[5])
+
+        def stop(self: object, messages: object) -> None:
+            marker.write_text("staged")
+            while True:  # the test kills this process here
+                time.sleep(1)
+
+        sink.FrontierWriter.commit = stop  # type: ignore[method-assign,assignment]
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("frontier-driver-job")
+        .config("spark.ui.enabled", "false")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    api.spark.register(spark)
+    events = spark.range(0, int(rows), numPartitions=4).select(
+        (F.col("id") % TIMES).alias("t"),
+        F.concat(F.lit("k"), (F.col("id") % KEYS).cast("string")).alias("key"),
+    )
+    (
+        events.write.format("frontier")
+        .mode("append")
+        .option("url", url)
+        .option("dataflow", dataflow)
+        .option("input", "rows")
+        .option("timeColumn", "t")
+        .option("writerId", writer)
+        .save()
+    )
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
