@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-
 LOG_SEGMENT_BYTES = 64 * 1024 * 1024
 """The default size of an input's log segment."""
 
