@@ -1,24 +1,22 @@
 """A Spark batch job writing events into a dataflow: the driver the crash test kills.
 
-    python tests/spark/driver_job.py URL DATAFLOW WRITER ROWS [--stop-before-commit MARKER]
+    python tests/spark/driver_job.py URL DATAFLOW WRITER ROWS
 
-With ``--stop-before-commit`` the driver, once every task has staged its rows, writes
-``MARKER`` and waits instead of committing the job: the test kills it there, as a driver
-that dies between its tasks and its commit.
+Run by the test with its ``stop_before_commit`` hook on the Python path, the job's commit
+(which Spark runs in a Python worker of the driver) writes a marker and waits instead of
+committing: the test kills the driver's process group there, as a driver that dies between
+its tasks and its commit.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-import time
-from pathlib import Path
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 import api.spark
-from api.spark import sink
 
 TIMES = 10
 KEYS = 7
@@ -26,15 +24,6 @@ KEYS = 7
 
 def main(argv: list[str]) -> None:
     url, dataflow, writer, rows = argv[:4]
-    if len(argv) > 4 and argv[4] == "--stop-before-commit":
-        marker = Path(argv[5])
-
-        def stop(self: object, messages: object) -> None:
-            marker.write_text("staged")
-            while True:  # the test kills this process here
-                time.sleep(1)
-
-        sink.FrontierWriter.commit = stop  # type: ignore[method-assign,assignment]
     os.environ["PYSPARK_PYTHON"] = sys.executable
     spark = (
         SparkSession.builder.master("local[2]")

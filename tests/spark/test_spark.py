@@ -307,10 +307,15 @@ def test_a_batch_job_whose_driver_died_before_its_commit_is_applied_once_when_ru
         with Client(url) as client:
             dataflow = client.create_dataflow(COUNTS)["id"]
         marker = tmp_path / "staged"
+        hook = str(ROOT / "tests" / "spark" / "stop_before_commit")
         driver = subprocess.Popen(
-            [*job, url, dataflow, writer, str(rows), "--stop-before-commit", str(marker)],
-            env=env,
-            start_new_session=True,  # the driver and its JVM: killed together
+            [*job, url, dataflow, writer, str(rows)],
+            env={
+                **env,
+                "PYTHONPATH": os.pathsep.join([hook, str(ROOT)]),
+                "FRONTIER_STOP_BEFORE_COMMIT": str(marker),
+            },
+            start_new_session=True,  # the driver, its JVM and its Python workers: together
         )
         try:
             wait_for(marker.exists, timeout=180)
