@@ -47,6 +47,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -55,17 +56,8 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import Stat, percentile, table
-from bench.service import free_port
+from bench.service import GRAPH, free_port
 
-GRAPH = {
-    "nodes": {
-        "in": {"op": "input"},
-        "double": {"op": "map", "expr": "r * 2"},
-        "count": {"op": "count_by", "key": "r % 100"},
-        "out": {"op": "output"},
-    },
-    "edges": [["in", "double"], ["double", "count"], ["count", "out"]],
-}
 SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)  # Linux: the kernel's receive time
 TIMESPEC = struct.Struct("qq")
 HANDSHAKE = (
@@ -326,6 +318,39 @@ class Subscribers:
         self.poll.close()
 
 
+def rounds_of(
+    subscribers: Subscribers,
+    groups: int,
+    rounds: int,
+    warmup: int,
+    prepare: Callable[[int, int], None],
+    trigger: Callable[[int, int], None],
+) -> dict[str, Any]:
+    """Time ``warmup + rounds`` rounds over ``groups`` groups of subscribers.
+
+    Each round calls ``prepare(group, t)`` (untimed), then ``trigger(group, t)``, which moves
+    that group's output to ``t + 1``, timed to its last subscriber.
+    """
+    deadline = time.monotonic() + 60
+    for group in range(groups):
+        subscribers.wait(group, 0, time.time_ns(), deadline)
+    lasts, medians = [], []
+    times = [0] * groups
+    for r in range(warmup + rounds):
+        group = r % groups
+        t = times[group]
+        prepare(group, t)
+        subscribers.settle()
+        began = time.time_ns()
+        trigger(group, t)
+        samples = subscribers.wait(group, t + 1, began, time.monotonic() + 60)
+        times[group] = t + 1
+        if r >= warmup:
+            lasts.append(max(samples))
+            medians.append(int(statistics.median(samples)))
+    return summary(lasts, medians)
+
+
 def run_service(
     server: Server, size: int, dataflows: int, rounds: int, warmup: int
 ) -> dict[str, Any]:
@@ -335,31 +360,23 @@ def run_service(
         ids.append(dataflow)
         opened = http(server, "POST", f"/v1/dataflows/{dataflow}/inputs/in/sessions", {})
         sessions.append(opened["session"])
+
+    def session(group: int) -> str:
+        return f"/v1/dataflows/{ids[group]}/inputs/in/sessions/{sessions[group]}"
+
+    def push(group: int, t: int) -> None:
+        records = [[t, i] for i in range(10)]
+        http(server, "POST", f"{session(group)}/push", {"seq": t + 1, "records": records})
+
+    def advance(group: int, t: int) -> None:
+        http(server, "POST", f"{session(group)}/advance", {"time": t + 1})
+
     subscribers = Subscribers()
     try:
         for i in range(size):
             group = i % dataflows
             subscribers.open(server.port, f"/v1/dataflows/{ids[group]}/frontiers", group)
-        deadline = time.monotonic() + 60
-        for group in range(min(size, dataflows)):
-            subscribers.wait(group, 0, time.time_ns(), deadline)
-        lasts, medians = [], []
-        times = [0] * dataflows
-        for r in range(warmup + rounds):
-            group = r % min(size, dataflows)
-            t = times[group]
-            base = f"/v1/dataflows/{ids[group]}/inputs/in/sessions/{sessions[group]}"
-            push = {"seq": t + 1, "records": [[t, i] for i in range(10)]}
-            http(server, "POST", f"{base}/push", push)
-            subscribers.settle()
-            began = time.time_ns()
-            http(server, "POST", f"{base}/advance", {"time": t + 1})
-            samples = subscribers.wait(group, t + 1, began, time.monotonic() + 60)
-            times[group] = t + 1
-            if r >= warmup:
-                lasts.append(max(samples))
-                medians.append(int(statistics.median(samples)))
-        return summary(lasts, medians)
+        return rounds_of(subscribers, min(size, dataflows), rounds, warmup, push, advance)
     finally:
         subscribers.close()
         for dataflow in ids:
@@ -369,28 +386,15 @@ def run_service(
 def run_floor(
     server: Server, size: int, dataflows: int, rounds: int, warmup: int
 ) -> dict[str, Any]:
+    def fire(group: int, t: int) -> None:
+        http(server, "POST", f"/fire/{group}/{t + 1}")
+
     subscribers = Subscribers()
     try:
         for i in range(size):
-            group = i % dataflows
-            subscribers.open(server.port, f"/ws/{group}", group)
-        deadline = time.monotonic() + 60
-        for group in range(min(size, dataflows)):
-            subscribers.wait(group, 0, time.time_ns(), deadline)
-        lasts, medians = [], []
-        times = [0] * dataflows
-        for r in range(warmup + rounds):
-            group = r % min(size, dataflows)
-            t = times[group] + 1
-            subscribers.settle()
-            began = time.time_ns()
-            http(server, "POST", f"/fire/{group}/{t}")
-            samples = subscribers.wait(group, t, began, time.monotonic() + 60)
-            times[group] = t
-            if r >= warmup:
-                lasts.append(max(samples))
-                medians.append(int(statistics.median(samples)))
-        return summary(lasts, medians)
+            subscribers.open(server.port, f"/ws/{i % dataflows}", i % dataflows)
+        groups = min(size, dataflows)
+        return rounds_of(subscribers, groups, rounds, warmup, lambda _g, _t: None, fire)
     finally:
         subscribers.close()
 

@@ -36,17 +36,8 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import Stat, table
-from bench.service import free_port
+from bench.service import GRAPH, free_port
 
-GRAPH = {
-    "nodes": {
-        "in": {"op": "input"},
-        "double": {"op": "map", "expr": "r * 2"},
-        "count": {"op": "count_by", "key": "r % 100"},
-        "out": {"op": "output"},
-    },
-    "edges": [["in", "double"], ["double", "count"], ["count", "out"]],
-}
 BATCH = 10_000
 
 
