@@ -446,7 +446,7 @@ class DataflowManager:
                 self._maybe_completed(record)
 
         log.on_frontier = moved
-        if self.store is not None and not record.plan.spans_times() and peers >= 1:
+        if self.store is not None and not record.plan.spans_times():
             log.on_evict = lambda: self._truncation_due(record)
         return log
 
