@@ -4,11 +4,13 @@
 ``synchronous=FULL``: a change is durable when its transaction commits) holds:
 
 * ``dataflows``: every live dataflow in creation order (the control plane's order, in which a
-  restarted server builds them again), with its tenant, name, graph (JSON) and status;
-* ``consumers``: each output's registered readers and the time each has committed;
-* ``checkpoints``: per input, the producer state (sessions with their sequence numbers and
-  times, open transactions, idempotency keys with their answers) as of a log position, so
-  that a log can be truncated before that position and recovery starts there.
+  restarted server builds them again), with its tenant, name, graph (JSON), status, and the
+  time below which its inputs' logs were truncated (every output had forgotten those times);
+* ``consumers``: each output's registered readers and the time each has committed.
+
+The producers' state (sessions, sequence numbers, open transactions, idempotency keys) is not
+here: it is the inputs' logs (and the checkpoints that head their segments), written in the
+same append as the operation that changes it, so it can never disagree with them.
 
 The schema has a version (``PRAGMA user_version``) and a list of migrations: a newer release
 opens an older directory by applying the migrations it lacks; an older release refuses a
@@ -49,13 +51,6 @@ MIGRATIONS: tuple[str, ...] = (
         consumer  TEXT NOT NULL,
         committed BLOB,
         PRIMARY KEY (dataflow, output, consumer)
-    );
-    CREATE TABLE checkpoints (
-        dataflow TEXT NOT NULL,
-        input    TEXT NOT NULL,
-        position INTEGER NOT NULL,
-        state    BLOB NOT NULL,
-        PRIMARY KEY (dataflow, input)
     );
     """,
     """
@@ -185,8 +180,7 @@ class Catalogue:
         """Forget a dataflow and everything recorded for it, in one transaction."""
         self._db.execute("BEGIN IMMEDIATE")
         try:
-            for table in ("consumers", "checkpoints"):
-                self._db.execute(f"DELETE FROM {table} WHERE dataflow = ?", (id,))
+            self._db.execute("DELETE FROM consumers WHERE dataflow = ?", (id,))
             self._db.execute("DELETE FROM dataflows WHERE id = ?", (id,))
             self._db.execute("COMMIT")
         except BaseException:
@@ -237,25 +231,6 @@ class Catalogue:
             (str(o), str(c), None if t is None else decode_time(orjson.loads(t)))
             for o, c, t in rows.fetchall()
         ]
-
-    # ----------------------------------------------------------------- checkpoints
-
-    @_writes
-    def checkpoint(self, dataflow: str, input: str, position: int, state: bytes) -> None:
-        """Record an input's producer state as of log position ``position``."""
-        self._db.execute(
-            "INSERT INTO checkpoints (dataflow, input, position, state) VALUES (?, ?, ?, ?) "
-            "ON CONFLICT (dataflow, input) DO UPDATE SET position = excluded.position, "
-            "state = excluded.state",
-            (dataflow, input, position, state),
-        )
-
-    def checkpoints(self, dataflow: str) -> dict[str, tuple[int, bytes]]:
-        """A dataflow's input checkpoints: input -> ``(position, state)``."""
-        rows = self._db.execute(
-            "SELECT input, position, state FROM checkpoints WHERE dataflow = ?", (dataflow,)
-        )
-        return {str(i): (int(p), bytes(s)) for i, p, s in rows.fetchall()}
 
 
 def _statements(script: str) -> Iterator[str]:

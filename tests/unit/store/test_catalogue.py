@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from service.progress import Product
-from service.store.catalogue import FILE, VERSION, Catalogue, NewerCatalogue
+from service.store.catalogue import FILE, MIGRATIONS, VERSION, Catalogue, NewerCatalogue
 
 
 def test_dataflows_come_back_in_creation_order_after_reopening(tmp_path: Path) -> None:
@@ -21,7 +21,6 @@ def test_dataflows_come_back_in_creation_order_after_reopening(tmp_path: Path) -
     catalogue.commit_consumer("b", "out", "spark", Product(7, 1))
     catalogue.commit_consumer("b", "out", "other", None)
     catalogue.commit_consumer("c", "out", "spark", 1)
-    catalogue.checkpoint("c", "x", 40, b"state")
     catalogue.drop_dataflow("c")
     catalogue.close()
     again = Catalogue(tmp_path)
@@ -37,7 +36,6 @@ def test_dataflows_come_back_in_creation_order_after_reopening(tmp_path: Path) -
     ]
     assert again.consumers("b") == [("out", "other", None), ("out", "spark", Product(7, 1))]
     assert again.consumers("c") == []
-    assert again.checkpoints("c") == {}
     again.forget_consumer("b", "out", "other")
     assert again.consumers("b") == [("out", "spark", Product(7, 1))]
     # A new dataflow never takes a dropped one's position: creation order stays total.
@@ -72,4 +70,21 @@ def test_a_fresh_file_is_at_version_zero_until_migrated(tmp_path: Path) -> None:
             "SELECT name FROM sqlite_master WHERE type = 'table'"
         )
     }
-    assert tables == {"dataflows", "consumers", "checkpoints", "sqlite_sequence"}
+    assert tables == {"dataflows", "consumers", "sqlite_sequence"}
+
+
+def test_a_directory_of_the_first_schema_is_migrated_keeping_its_rows(tmp_path: Path) -> None:
+    path = tmp_path / FILE
+    with sqlite3.connect(path) as db:  # as the release with schema 1 left it
+        db.executescript(MIGRATIONS[0])
+        db.execute(
+            "INSERT INTO dataflows (id, tenant, name, graph, created_at, status) "
+            "VALUES ('old', 't', 'kept', '{}', 1.0, 'running')"
+        )
+        db.execute("PRAGMA user_version = 1")
+    catalogue = Catalogue(tmp_path)
+    assert catalogue.version == VERSION == 2
+    [old] = catalogue.dataflows()
+    assert (old.id, old.name, old.status, old.truncated_before) == ("old", "kept", "running", 0)
+    catalogue.truncated("old", 40)
+    assert [d.truncated_before for d in catalogue.dataflows()] == [40]
