@@ -15,6 +15,12 @@ from typing import Any, Protocol
 FrontierCodec = Callable[[str, list[Hashable]], bytes]
 """Encodes one location's frontier as the event every subscriber is sent (wire bytes)."""
 
+Reader = Callable[[], list[Hashable]]
+"""Reads one location's frontier now, in its domain's total order."""
+
+PUBLISH_DEFERRALS = 8
+"""Turns of the loop a publication may wait for the workers to finish what they are doing."""
+
 
 class FrontierSink(Protocol):
     """Where a watch writes its events as they happen (a WebSocket, in :mod:`api`).
@@ -340,3 +346,89 @@ class FrontierWatch:
         else:
             self.waiting = True
             sink.when_writable(self._writable)
+
+
+class Feeds:
+    """Every dataflow's feed, and the publication of what moved: driven by change.
+
+    The engine, the inputs and the outputs say which locations may have moved
+    (:meth:`moved`); once per turn of the loop those, and only those, are read and
+    published, each dataflow's in one batch. A dataflow no one watches costs nothing.
+    """
+
+    def __init__(self, codec: FrontierCodec, busy: Callable[[], bool]) -> None:
+        self.codec = codec
+        self.busy = busy
+        """Whether the workers still have work (a change may be on its way to an output)."""
+        self.by_dataflow: dict[str, FrontierFeed] = {}
+        self.pending: dict[str, dict[str, Reader]] = {}
+        """Per watched dataflow, the locations that may have moved since the last
+        publication, each with how to read it."""
+        self._scheduled = False
+        self._deferred = 0
+
+    def feed(self, dataflow_id: str) -> FrontierFeed:
+        """The dataflow's feed (made on first use)."""
+        feed = self.by_dataflow.get(dataflow_id)
+        if feed is None:
+            feed = self.by_dataflow[dataflow_id] = FrontierFeed(dataflow_id, self.codec)
+            feed.pending = lambda: self.publish_now(dataflow_id)
+        return feed
+
+    def watched(self, dataflow_id: str) -> bool:
+        """Whether some watch follows the dataflow."""
+        return bool(self.by_dataflow.get(dataflow_id))
+
+    def moved(self, dataflow_id: str, location: str, read: Reader) -> None:
+        """A location's frontier may have moved: publish it soon, if anyone watches."""
+        if not self.by_dataflow.get(dataflow_id):
+            return
+        moved = self.pending.get(dataflow_id)
+        if moved is None:
+            moved = self.pending[dataflow_id] = {}
+        moved[location] = read
+        if not self._scheduled:
+            # Once per turn of the loop, whatever moved things (a worker's step, a producer).
+            self._scheduled = True
+            asyncio.get_running_loop().call_soon(self._publish)
+
+    def _publish(self) -> None:
+        """Publish the frontiers that moved since the last time, and only those.
+
+        While the workers still have work (the change is still travelling through the
+        dataflow: an input moved, its output will next) the publication waits a few turns of
+        the loop, so that one write per subscriber carries both.
+        """
+        if self._deferred < PUBLISH_DEFERRALS and self.busy():
+            self._deferred += 1
+            asyncio.get_running_loop().call_soon(self._publish)
+            return
+        self._deferred = 0
+        self._scheduled = False
+        pending, self.pending = self.pending, {}
+        for dataflow_id, locations in pending.items():
+            feed = self.by_dataflow.get(dataflow_id)
+            if feed:
+                feed.publish_moved(locations)
+
+    def publish_now(self, dataflow_id: str) -> None:
+        """Publish what moved in one dataflow now (a watch is about to be read)."""
+        locations = self.pending.pop(dataflow_id, None)
+        feed = self.by_dataflow.get(dataflow_id)
+        if locations and feed:
+            feed.publish_moved(locations)
+
+    def unwatch(self, watch: FrontierWatch) -> None:
+        """Stop a watch (nothing more is written to its sink)."""
+        watch.sink = None
+        feed = self.by_dataflow.get(watch.dataflow_id)
+        if feed is not None and watch in feed:
+            feed.remove(watch)
+            if watch.operators:
+                feed.operator_watches -= 1
+
+    def close(self, dataflow_id: str, reason: str) -> None:
+        """The dataflow is gone: every watch gets ``reason``, and its feed goes."""
+        self.pending.pop(dataflow_id, None)
+        for watch in self.by_dataflow.pop(dataflow_id, []):
+            watch.close(reason)

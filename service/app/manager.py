@@ -39,7 +39,7 @@ from operators.graph import (
 from operators.sync import Sequencer
 from service.app.durable import BatchDecoder, InputJournal, Replayed, Store
 from service.app.errors import Gone, Invalid, LimitExceeded, NotFound, Unavailable
-from service.app.frontiers import FrontierCodec, FrontierFeed, FrontierWatch
+from service.app.frontiers import Feeds, FrontierCodec, FrontierFeed, FrontierWatch
 from service.app.inputs import ProducerInput, producer_input
 from service.app.outputs import OutputLog, Subscriber, sorted_times
 from service.app.settings import Settings
@@ -115,13 +115,6 @@ def _no_decoder(raw: tuple[str, bytes]) -> Any:
     raise RuntimeError("replaying logged batches needs DataflowManager(batch_decoder=...)")
 
 
-PUBLISH_DEFERRALS = 8
-"""Turns of the loop a publication may wait for the workers to finish what they are doing."""
-
-Reader = Callable[[], list[Hashable]]
-"""Reads one location's frontier now, in its domain's total order."""
-
-
 class DataflowManager:
     """Runs the workers and every dataflow of the service.
 
@@ -162,12 +155,7 @@ class DataflowManager:
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = False
         self._failure: BaseException | None = None
-        self.frontier_watchers: dict[str, FrontierFeed] = {}
-        self._moved: dict[str, dict[str, Reader]] = {}
-        """Per watched dataflow, the locations whose frontiers may have moved since the last
-        publication, each with how to read it: all that :meth:`_publish` looks at."""
-        self._publish_scheduled = False
-        self._publish_deferred = 0
+        self.feeds = Feeds(self.frontier_codec, self._busy)
         self._dropped: OrderedDict[str, str] = OrderedDict()
         """Recently dropped dataflows (id -> tenant), so their clients get 410, not 404."""
 
@@ -293,7 +281,7 @@ class DataflowManager:
         for record in self.dataflows.values():
             for log in record.outputs.values():
                 log.close("going away: the service is stopping")
-            for watch in self.frontier_watchers.get(record.id, []):
+            for watch in self.feeds.by_dataflow.get(record.id, []):
                 watch.close("going away: the service is stopping")
 
     async def stop(self) -> None:
@@ -427,7 +415,7 @@ class DataflowManager:
             if self.store.durability is Durability.FSYNC:
                 producer.defer_effects()
         location = f"input:{producer.name}"
-        producer.on_frontier = lambda: self._moved_at(
+        producer.on_frontier = lambda: self.feeds.moved(
             record.id, location, producer.applied_frontier
         )
 
@@ -441,7 +429,7 @@ class DataflowManager:
             return sorted_times(log.frontier())
 
         def moved(frontier: Antichain[Hashable]) -> None:
-            self._moved_at(record.id, location, reader)
+            self.feeds.moved(record.id, location, reader)
             if frontier.is_empty():
                 self._maybe_completed(record)
 
@@ -504,9 +492,9 @@ class DataflowManager:
     ) -> Callable[[Source], None]:
         def moved(source: Source) -> None:
             name = names.get(source)
-            feed = self.frontier_watchers.get(dataflow_id)
+            feed = self.feeds.by_dataflow.get(dataflow_id)
             if name is not None and feed is not None and feed.operator_watches:
-                self._moved_at(
+                self.feeds.moved(
                     dataflow_id, name, lambda: sorted_times(builder.subgraph.frontier(source))
                 )
 
@@ -532,9 +520,7 @@ class DataflowManager:
             producer.dropped = True
         for log in record.outputs.values():
             log.close(reason)
-        self._moved.pop(record.id, None)
-        for watch in self.frontier_watchers.pop(record.id, []):
-            watch.close(reason)
+        self.feeds.close(record.id, reason)
 
     async def _command(self, kind: str, record: DataflowRecord) -> None:
         if not self.running:
@@ -632,9 +618,7 @@ class DataflowManager:
         record.status = "dropped"
         for log in record.outputs.values():
             log.close("the dataflow was dropped")
-        self._moved.pop(record.id, None)
-        for watch in self.frontier_watchers.pop(record.id, []):
-            watch.close("the dataflow was dropped")
+        self.feeds.close(record.id, "the dataflow was dropped")
         del self.dataflows[dataflow_id]
         record.built.clear()
         if self.store is not None:
@@ -826,10 +810,7 @@ class DataflowManager:
         :meth:`FrontierWatch.attach`, to which every change is then written as it happens.
         """
         record = self.get(tenant, dataflow_id)
-        feed = self.frontier_watchers.get(record.id)
-        if feed is None:
-            feed = self.frontier_watchers[record.id] = FrontierFeed(record.id, self.frontier_codec)
-            feed.pending = lambda: self._publish_moved(record.id)
+        feed = self.feeds.feed(record.id)
         if len(feed) >= self.limits.max_subscribers_per_dataflow:
             raise LimitExceeded(
                 f"dataflow {dataflow_id!r} has {len(feed)} frontier subscribers, the limit "
@@ -852,51 +833,15 @@ class DataflowManager:
         A dataflow whose feed has no watch left costs nothing when its frontiers move; the
         feed itself goes with the dataflow.
         """
-        watch.sink = None
-        feed = self.frontier_watchers.get(watch.dataflow_id)
-        if feed is not None and watch in feed:
-            feed.remove(watch)
-            if watch.operators:
-                feed.operator_watches -= 1
+        self.feeds.unwatch(watch)
 
-    def _moved_at(self, dataflow_id: str, location: str, read: Reader) -> None:
-        """A location's frontier may have moved: publish it soon, if anyone watches."""
-        if not self.frontier_watchers.get(dataflow_id):
-            return
-        moved = self._moved.get(dataflow_id)
-        if moved is None:
-            moved = self._moved[dataflow_id] = {}
-        moved[location] = read
-        if not self._publish_scheduled:
-            # Once per turn of the loop, whatever moved things (a worker's step, a producer).
-            self._publish_scheduled = True
-            asyncio.get_running_loop().call_soon(self._publish)
+    @property
+    def frontier_watchers(self) -> dict[str, FrontierFeed]:
+        """Each watched dataflow's feed."""
+        return self.feeds.by_dataflow
 
-    def _publish(self) -> None:
-        """Publish the frontiers that moved since the last time, and only those.
-
-        While the workers still have work (the change is still travelling through the
-        dataflow: an input moved, its output will next) the publication waits a few turns of
-        the loop, so that one write per subscriber carries both.
-        """
-        if self._publish_deferred < PUBLISH_DEFERRALS and any(w.busy for w in self._workers):
-            self._publish_deferred += 1
-            asyncio.get_running_loop().call_soon(self._publish)
-            return
-        self._publish_deferred = 0
-        self._publish_scheduled = False
-        moved, self._moved = self._moved, {}
-        for dataflow_id, locations in moved.items():
-            feed = self.frontier_watchers.get(dataflow_id)
-            if feed:
-                feed.publish_moved(locations)
-
-    def _publish_moved(self, dataflow_id: str) -> None:
-        """Publish what moved in one dataflow now (a watch is about to be read)."""
-        locations = self._moved.pop(dataflow_id, None)
-        feed = self.frontier_watchers.get(dataflow_id)
-        if locations and feed:
-            feed.publish_moved(locations)
+    def _busy(self) -> bool:
+        return any(worker.busy for worker in self._workers)
 
 
 def _operator_frontier(stream: Stream) -> list[Hashable]:

@@ -31,7 +31,7 @@ def footprint(manager: DataflowManager) -> dict[str, int]:
         "channels": manager.fabric.channel_count(),
         "dataflows": len(manager.dataflows),
         "frontier feeds": len(manager.frontier_watchers),
-        "moved": len(manager._moved),
+        "moved": len(manager.feeds.pending),
         "on workers": sum(len(w.dataflow_indexes()) for w in manager._workers),
         "tasks": len(asyncio.all_tasks()),
     }
