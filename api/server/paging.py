@@ -12,7 +12,8 @@ from service.app import BadRequest
 def limit_param(request: web.Request, default: int = 100, most: int = 1000) -> int:
     """The ``limit`` query parameter: an integer from 1 to ``most`` (400 otherwise)."""
     raw = request.query.get("limit", str(default))
-    if not raw.isdigit() or not 1 <= int(raw) <= most:
+    # isdigit alone takes "²" (a digit int() refuses): ASCII digits only.
+    if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= most:
         raise BadRequest(f"limit must be an integer from 1 to {most}, not {raw!r}")
     return int(raw)
 

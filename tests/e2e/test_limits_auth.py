@@ -560,3 +560,17 @@ async def test_sigterm_sends_subscribers_a_final_closed_frame(start_server: Any)
             await asyncio.to_thread(server.process.wait, SHUTDOWN)
         assert [(e["type"], e.get("resume")) for e in events] == [("closed", [1])]
         assert [e["type"] for e in frontiers] == ["closed"]
+
+
+@pytest.mark.parametrize("limit", ["²", "١٢", "0", "1001", "-1", "1e3"])
+async def test_a_limit_that_is_not_ascii_digits_in_range_is_400(
+    service: Server, limit: str
+) -> None:
+    async with (
+        aiohttp.ClientSession(service.url) as http,
+        http.get("/v1/dataflows", params={"limit": limit}) as response,
+    ):
+        assert response.status == 400
+        assert (await response.json(content_type=None))["detail"] == (
+            f"limit must be an integer from 1 to 1000, not {limit!r}"
+        )
