@@ -33,11 +33,27 @@ async def parse(request: web.Request, model: type[M]) -> M:
     """The request body as ``model``: 400 if not JSON, 422 if the wrong shape."""
     body = await request.read()
     try:
-        return model.model_validate_json(body or b"{}")
+        parsed = model.model_validate_json(body or b"{}")
     except ValidationError as error:
         if any(e.get("type") == "json_invalid" for e in error.errors()):
             raise BadRequest("the request body is not valid JSON") from None
         raise invalid_body(error) from None
+    strict_json(body or b"{}", "the request body")
+    return parsed
+
+
+STRICT_JSON = "NaN, Infinity and numbers beyond a double are not JSON"
+
+
+def strict_json(data: bytes | str, what: str) -> None:
+    """:class:`BadRequest` if orjson refuses ``data`` (pydantic takes NaN, Infinity, 1e400).
+
+    Such a value would be read back as ``null``: refused where it arrives, not stored.
+    """
+    try:
+        orjson.loads(data)
+    except orjson.JSONDecodeError as error:
+        raise BadRequest(f"{what} is not valid JSON ({STRICT_JSON}): {error}") from None
 
 
 def flag(request: web.Request, name: str) -> bool:

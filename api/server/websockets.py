@@ -22,7 +22,7 @@ from pydantic import ValidationError
 from api.codec import ack_json, event_json, time_from_json, time_to_json, times_json
 from api.models import ClientFrame, plain_push
 from api.server.context import SETTINGS, SOCKETS, manager_of, tenant_of
-from api.server.http import flag, time_param
+from api.server.http import flag, strict_json, time_param
 from api.server.problems import invalid_body
 from service.app import BadRequest, ProducerInput, ServiceError, Subscriber
 
@@ -392,9 +392,11 @@ async def push_stream(request: web.Request) -> web.WebSocketResponse:
             if plain is None:
                 try:
                     frame = ClientFrame.validate_json(data)
-                except ValidationError as error:
+                    strict_json(data, "the frame")
+                except (ValidationError, BadRequest) as error:
+                    problem = error if isinstance(error, BadRequest) else invalid_body(error)
                     await acks.flush()
-                    await _send(ws, _error_frame(invalid_body(error)))
+                    await _send(ws, _error_frame(problem))
                     await _close(ws, BAD_FRAME, "invalid frame")
                     break
             try:

@@ -574,3 +574,47 @@ async def test_a_limit_that_is_not_ascii_digits_in_range_is_400(
         assert (await response.json(content_type=None))["detail"] == (
             f"limit must be an integer from 1 to 1000, not {limit!r}"
         )
+
+
+def orjson_error(body: bytes) -> str:
+    try:
+        orjson.loads(body)
+    except orjson.JSONDecodeError as error:
+        return str(error)
+    raise AssertionError(f"{body!r} is valid JSON")
+
+
+@pytest.mark.parametrize("value", ["NaN", "Infinity", "-Infinity", "1e400", "-1e400"])
+async def test_non_finite_numbers_are_refused_where_they_arrive(
+    service: Server, value: str
+) -> None:
+    not_json = "NaN, Infinity and numbers beyond a double are not JSON"
+    async with aiohttp.ClientSession(service.url) as http:
+        graph = {"nodes": {"x": {"op": "input"}, "out": {"op": "output"}}, "edges": [["x", "out"]]}
+        df = (await (await http.post("/v1/dataflows", json={"graph": graph})).json())["id"]
+        base = f"/v1/dataflows/{df}/inputs/x"
+        session = (await (await http.post(f"{base}/sessions", json={})).json())["session"]
+        for path, body in [
+            (f"{base}/sessions/{session}/push", f'{{"seq": 1, "records": [[0, {value}]]}}'),
+            (f"{base}/transactions/t1", f'{{"records": [[0, {{"v": [{value}]}}]]}}'),
+        ]:
+            method = http.put if path.endswith("/t1") else http.post
+            data = body.encode()
+            async with method(path, data=data, headers={"Content-Type": "application/json"}) as r:
+                assert r.status == 400, await r.text()
+                assert (await r.json(content_type=None))["detail"] == (
+                    f"the request body is not valid JSON ({not_json}): {orjson_error(data)}"
+                )
+        async with ws_connect(service, f"{base}/push") as ws:
+            await ws.recv()  # the session
+            frame = f'{{"type": "push", "seq": 1, "records": [[0, {value}]]}}'.encode()
+            await ws.send(frame)
+            [error] = await read_to_close(ws)
+            assert (error["status"], error["detail"]) == (
+                400,
+                f"the frame is not valid JSON ({not_json}): {orjson_error(frame)}",
+            )
+            assert (ws.close_code, ws.close_reason) == (4400, "invalid frame")
+        state = await (await http.get(base)).json()
+        assert (state["records_in"], state["staged"]) == (0, 0)  # nothing of it was applied
+        await http.delete(f"/v1/dataflows/{df}")
