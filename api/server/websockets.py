@@ -63,10 +63,33 @@ def _resume_point(request: web.Request) -> list[Any] | None:
         ) from None
 
 
-async def _open(request: web.Request) -> web.WebSocketResponse:
-    # Frame size is checked by the handlers, so an oversize frame gets our close code (4413)
-    # rather than aiohttp's generic one.
-    ws = web.WebSocketResponse(heartbeat=_heartbeat(), max_msg_size=0)
+SUBSCRIBER_FRAME_BYTES = 64 * 1024
+"""The largest frame a subscriber may send (it has nothing to send but pings and a close)."""
+
+
+class BoundedSocket(web.WebSocketResponse):
+    """A WebSocket whose frames are bounded by the protocol reader itself.
+
+    A frame over the bound is refused as it arrives, never buffered whole; aiohttp then
+    closes with 1009, which becomes our documented 4413 with the bound in the reason.
+    """
+
+    def __init__(self, most: int) -> None:
+        super().__init__(heartbeat=_heartbeat(), max_msg_size=most)
+        self.most = most
+
+    async def close(
+        self, *, code: int = WSCloseCode.OK, message: bytes = b"", drain: bool = True
+    ) -> bool:
+        """Close; a frame over the bound closes with 4413 and says the bound."""
+        if code == WSCloseCode.MESSAGE_TOO_BIG:
+            code = TOO_LARGE
+            message = f"a frame may be at most {self.most} bytes".encode()
+        return await super().close(code=code, message=message, drain=drain)
+
+
+async def _open(request: web.Request, most: int = SUBSCRIBER_FRAME_BYTES) -> BoundedSocket:
+    ws = BoundedSocket(most)
     await ws.prepare(request)
     request.app[SOCKETS].open.add(ws)
     return ws
@@ -220,7 +243,7 @@ async def frontiers(request: web.Request) -> web.WebSocketResponse:
     operators = flag(request, "operators")
     watch = manager.watch(tenant_of(request), request.match_info["id"], operators)
     try:
-        ws = web.WebSocketResponse(heartbeat=_heartbeat(), max_msg_size=0)
+        ws = BoundedSocket(SUBSCRIBER_FRAME_BYTES)
         writer = await ws.prepare(request)
         request.app[SOCKETS].open.add(ws)
         transport = request.transport
@@ -337,7 +360,7 @@ async def push_stream(request: web.Request) -> web.WebSocketResponse:
         await producer.durable()
     limits = request.app[SETTINGS].limits
     credits = limits.ws_credits
-    ws = await _open(request)
+    ws = await _open(request, limits.max_frame_bytes)
     request.app[SOCKETS].producers.add(ws)
     await _send(
         ws,
@@ -359,11 +382,7 @@ async def push_stream(request: web.Request) -> web.WebSocketResponse:
         try:
             async for message in ws:
                 if message.type not in (WSMsgType.TEXT, WSMsgType.BINARY):
-                    continue
-                if len(message.data) > limits.max_frame_bytes:
-                    reason = f"a frame may be at most {limits.max_frame_bytes} bytes"
-                    frames.put_nowait((TOO_LARGE, reason))
-                    return
+                    continue  # a frame over max_frame_bytes never arrives: the reader closes
                 unanswered += 1
                 if unanswered > credits:
                     frames.put_nowait((NO_CREDIT, "sent without credit: wait for acks"))

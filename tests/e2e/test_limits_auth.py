@@ -618,3 +618,59 @@ async def test_non_finite_numbers_are_refused_where_they_arrive(
         state = await (await http.get(base)).json()
         assert (state["records_in"], state["staged"]) == (0, 0)  # nothing of it was applied
         await http.delete(f"/v1/dataflows/{df}")
+
+
+async def upgrade(server: Server, path: str, token: str) -> tuple[Any, Any]:
+    """A raw WebSocket upgrade (so a test can send a frame header without its payload)."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+    writer.write(
+        (
+            f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n"
+            "Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+            f"Sec-WebSocket-Version: 13\r\nAuthorization: Bearer {token}\r\n\r\n"
+        ).encode()
+    )
+    head = await reader.readuntil(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 101"), head
+    return reader, writer
+
+
+@pytest.mark.parametrize(
+    ("path", "most"),
+    [
+        ("/v1/dataflows/{df}/inputs/words/push", 4_096),
+        ("/v1/dataflows/{df}/frontiers", 65_536),
+        ("/v1/dataflows/{df}/outputs/out/events", 65_536),
+    ],
+)
+async def test_a_huge_frame_is_refused_from_its_header_not_buffered(
+    server: Server, path: str, most: int
+) -> None:
+    async with AsyncClient(server.url, token="g") as grace:
+        df = (await grace.create_dataflow(PASS_THROUGH))["id"]
+        reader, writer = await upgrade(server, path.format(df=df), "g")
+        try:
+            # A 512 MiB binary frame: its header, then only its first 64 KiB.
+            mask = b"\x01\x02\x03\x04"
+            writer.write(bytes([0x82, 0x80 | 127]) + (512 << 20).to_bytes(8, "big") + mask)
+            writer.write(bytes(64 * 1024))
+            await writer.drain()
+            code, reason = await asyncio.wait_for(read_close(reader), timeout=5)
+            assert (code, reason) == (4413, f"a frame may be at most {most} bytes")
+        finally:
+            writer.close()
+        await grace.drop(df)
+
+
+async def read_close(reader: Any) -> tuple[int, str]:
+    """Server frames until the close frame (unmasked, server to client): its code and reason."""
+    while True:
+        first, second = await reader.readexactly(2)
+        length = second & 0x7F
+        if length == 126:
+            length = int.from_bytes(await reader.readexactly(2), "big")
+        elif length == 127:
+            length = int.from_bytes(await reader.readexactly(8), "big")
+        payload = await reader.readexactly(length)
+        if first & 0x0F == 0x8:
+            return int.from_bytes(payload[:2], "big"), payload[2:].decode()
