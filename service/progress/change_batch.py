@@ -12,9 +12,11 @@ class ChangeBatch(Generic[K]):
     """Accumulates signed counts per item; reads see one entry per item with non-zero total.
 
     Updates are summed eagerly into a dict, so consolidation costs one dict operation per
-    update and a read never has to sort. Entries come out in the order their items first
-    appeared (deterministic for a deterministic sequence of updates); zero totals are
-    dropped, including a lone ``(item, 0)``.
+    update and a read never has to sort. An item whose total reaches zero leaves the dict at
+    once: a batch that is never drained (the frontier changes of an operator that is never
+    scheduled, say) holds one entry per item still non-zero, not one per item ever seen.
+    Entries come out in the order their items (last) appeared, deterministic for a
+    deterministic sequence of updates.
 
     >>> batch = ChangeBatch()
     >>> batch.update("a", 2); batch.update("b", 1); batch.update("a", -2)
@@ -35,14 +37,22 @@ class ChangeBatch(Generic[K]):
     def update(self, item: K, diff: int) -> None:
         """Add ``diff`` to the count of ``item``."""
         counts = self._counts
-        counts[item] = counts.get(item, 0) + diff
+        count = counts.get(item, 0) + diff
+        if count:
+            counts[item] = count
+        else:
+            counts.pop(item, None)
 
     def extend(self, updates: Iterable[tuple[K, int]]) -> None:
         """Add every ``(item, diff)`` of ``updates``."""
         counts = self._counts
         get = counts.get
         for item, diff in updates:
-            counts[item] = get(item, 0) + diff
+            count = get(item, 0) + diff
+            if count:
+                counts[item] = count
+            else:
+                counts.pop(item, None)
 
     def _compact(self) -> dict[K, int]:
         counts = self._counts
