@@ -10,6 +10,7 @@ import asyncio
 import gc
 import json
 import os
+import ssl
 import sys
 from pathlib import Path
 from typing import Any
@@ -83,6 +84,16 @@ def main() -> None:
     help="Acknowledge after the disk has the data (fsync, the default), after the OS has "
     "it with a sync within 10 ms (group), or never sync (none): see docs/durability.md.",
 )
+@click.option(
+    "--tls-cert",
+    default=lambda: os.environ.get("FRONTIER_TLS_CERT"),
+    help="A PEM certificate (chain): serve HTTPS and WSS, with --tls-key.",
+)
+@click.option(
+    "--tls-key",
+    default=lambda: os.environ.get("FRONTIER_TLS_KEY"),
+    help="The PEM private key of --tls-cert.",
+)
 @click.option("--config", "config_file", help="A YAML/JSON file of settings and limits.")
 @click.option(
     "--token",
@@ -115,6 +126,8 @@ def serve(
     workers: int,
     data_dir: str,
     durability: str,
+    tls_cert: str | None,
+    tls_key: str | None,
     config_file: str | None,
     tokens: tuple[str, ...],
     operator_modules: tuple[str, ...],
@@ -150,10 +163,14 @@ def serve(
         data_dir=chosen("data_dir", "FRONTIER_DATA_DIR", data_dir),
         durability=_durability(chosen("durability", "FRONTIER_DURABILITY", durability)),
         log_segment_bytes=int(config.get("log_segment_bytes", LOG_SEGMENT_BYTES)),
+        tls_cert=chosen("tls_cert", "FRONTIER_TLS_CERT", tls_cert),
+        tls_key=chosen("tls_key", "FRONTIER_TLS_KEY", tls_key),
         tokens=token_map,
         limits=Limits(**config.get("limits", {})),
         operator_modules=tuple(config.get("operator_modules", ())) + operator_modules,
     )
+    if (settings.tls_cert is None) != (settings.tls_key is None):
+        raise click.BadParameter("give both --tls-cert and --tls-key, or neither")
     from service.app import StoreError
 
     try:
@@ -164,6 +181,15 @@ def serve(
         raise SystemExit(2) from None
     if code:
         raise SystemExit(code)
+
+
+def _tls(settings: Any) -> ssl.SSLContext | None:
+    """The server's TLS context (``None``: plain HTTP, behind a proxy that does TLS)."""
+    if settings.tls_cert is None:
+        return None
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(settings.tls_cert, settings.tls_key)
+    return context
 
 
 def _durability(value: str) -> str:
@@ -207,7 +233,7 @@ async def _serve(settings: Any, demo: bool, access_log: str = "control") -> int:
         app, shutdown_timeout=10.0, access_log_class=access_logger_class(access_log)
     )
     await runner.setup()
-    site = web.TCPSite(runner, settings.host, settings.port)
+    site = web.TCPSite(runner, settings.host, settings.port, ssl_context=_tls(settings))
     await site.start()
     # Every batch allocates thousands of short-lived containers (parsed records, batches);
     # at the default gen-0 threshold (700) the cyclic collector runs every few hundred
@@ -215,7 +241,7 @@ async def _serve(settings: Any, demo: bool, access_log: str = "control") -> int:
     # startup built lives as long as the server: it is frozen out of the collections.
     gc.freeze()
     gc.set_threshold(GC_GEN0_THRESHOLD, 20, 20)
-    base = f"http://{settings.host}:{settings.port}"
+    base = f"{'https' if settings.tls_cert else 'http'}://{settings.host}:{settings.port}"
     click.echo(f"Frontier is serving on {base} with {settings.workers} worker(s)")
     manager = app[MANAGER]
     if demo:

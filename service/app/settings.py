@@ -39,6 +39,9 @@ class Settings:
     log_segment_bytes: int = LOG_SEGMENT_BYTES
     """How large an input's log segment grows before the next one starts: the unit in which
     logs are truncated."""
+    tls_cert: str | None = None
+    """A PEM certificate (chain): the server speaks HTTPS and WSS (with ``tls_key``)."""
+    tls_key: str | None = None
     durability: str = "fsync"
     """When an acknowledged operation is durable: ``fsync``, ``group`` or ``none``
     (``docs/durability.md``)."""

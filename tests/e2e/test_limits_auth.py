@@ -8,10 +8,16 @@ from a ``--config`` YAML file, serves every test but the shutdown ones, which ha
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import shutil
 import signal
 import socket
+import ssl
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -674,3 +680,61 @@ async def read_close(reader: Any) -> tuple[int, str]:
         payload = await reader.readexactly(length)
         if first & 0x0F == 0x8:
             return int.from_bytes(payload[:2], "big"), payload[2:].decode()
+
+
+async def test_tls_serves_https_and_wss_with_the_given_certificate(tmp_path: Path) -> None:
+    if shutil.which("openssl") is None:
+        pytest.skip("no openssl command to make a certificate with")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    openssl = ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"]
+    openssl += ["-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"]
+    openssl += ["-keyout", str(key), "-out", str(cert)]
+    subprocess.run(openssl, check=True, capture_output=True)
+    port = socket_port()
+    command = [sys.executable, "-m", "api", "serve", "--host", "127.0.0.1", "--port", str(port)]
+    command += [
+        "--data-dir",
+        str(tmp_path / "data"),
+        "--tls-cert",
+        str(cert),
+        "--tls-key",
+        str(key),
+    ]
+    server = subprocess.Popen(
+        command,
+        cwd=Path(__file__).resolve().parents[2],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    trusted = ssl.create_default_context(cafile=str(cert))
+    try:
+        async with aiohttp.ClientSession() as http:
+            for _ in range(200):
+                with contextlib.suppress(aiohttp.ClientError):
+                    async with http.get(f"https://127.0.0.1:{port}/readyz", ssl=trusted) as r:
+                        if r.status == 200:
+                            break
+                await asyncio.sleep(0.05)
+            graph = {"graph": PASS_THROUGH}
+            async with http.post(
+                f"https://127.0.0.1:{port}/v1/dataflows", json=graph, ssl=trusted
+            ) as r:
+                assert r.status == 201
+                df = (await r.json())["id"]
+            url = f"wss://127.0.0.1:{port}/v1/dataflows/{df}/frontiers"
+            async with http.ws_connect(url, ssl=trusted) as ws:
+                first = orjson.loads((await ws.receive(timeout=5)).data)
+                assert first == {"type": "frontier", "location": "input:words", "frontier": [0]}
+            # Plain HTTP is not spoken on that port.
+            with pytest.raises(aiohttp.ClientError):
+                async with http.get(f"http://127.0.0.1:{port}/healthz") as r:
+                    await r.read()
+    finally:
+        server.terminate()
+        server.wait(timeout=15)
+
+
+def socket_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
