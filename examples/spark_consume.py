@@ -4,7 +4,7 @@ Reads output ``counts`` of the dataflow ``spark_produce.py`` created, with Struc
 Streaming and ``trigger(availableNow=True)``: every time complete now is read exactly once,
 then the query stops. ``recordSchema`` turns each record's JSON into typed columns, and
 ``consumerId`` registers the query as a reader of the output, so the server may forget the
-times it has read. Prints one line per time: ``time 3: 14286 events, k0=2143 k1=2143 ...``.
+times it has read. Prints one line per time: ``time 0: 10000 events, k0=1429 k1=1428 ...``.
 
     .venv/bin/python examples/spark_consume.py --url http://127.0.0.1:8080 --dataflow <id>
 """

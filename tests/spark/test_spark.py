@@ -263,6 +263,11 @@ def test_the_examples_run_as_documented(
         for t in range(TIMES)
     ]
     assert lines[0].startswith("time 0: 10000 events, k0=1429 k1=1428")  # as the README says
+    # and as the example's own docstring says
+    docstring = (ROOT / "examples" / "spark_consume.py").read_text().split('"""')[1]
+    claimed = re.search(r"``(time \d+: [^`]*?) \.\.\.``", docstring)
+    assert claimed is not None
+    assert any(line.startswith(claimed.group(1)) for line in lines), claimed.group(1)
 
 
 def test_an_identity_dataflow_round_trips_typed_rows(
