@@ -41,3 +41,11 @@ def test_readme_engine_example_prints_counts_per_time() -> None:
 
 def test_readme_progress_example_runs() -> None:
     subprocess.run([sys.executable, "-c", blocks()[1]], timeout=60, cwd=README.parent, check=True)
+
+
+def test_readme_states_the_staging_cap_the_server_has() -> None:
+    from service.app import Limits
+
+    text = " ".join(README.read_text().split())
+    cap = Limits().max_staged_records_per_input
+    assert f"`max_staged_records_per_input` ({cap:,} records by default" in text
