@@ -19,7 +19,7 @@ import click
 import orjson
 import yaml
 
-from api.client import AsyncClient, FrontierError
+from api.client import AsyncClient, FrontierConnectionError, FrontierError
 
 DEMO_GRAPH: dict[str, Any] = {
     "name": "word lengths",
@@ -52,7 +52,10 @@ def _load(path: str) -> Any:
         return yaml.safe_load(text)
 
 
-def _fail(error: FrontierError) -> None:
+def _fail(error: FrontierError | FrontierConnectionError) -> None:
+    if isinstance(error, FrontierConnectionError):
+        click.echo(f"error: {error}", err=True)
+        raise SystemExit(1)
     click.echo(f"error {error.status}: {error.problem.get('detail')}", err=True)
     for problem in error.problem.get("problems") or []:
         click.echo(f"  {problem.get('pointer') or '/'}: {problem.get('detail')}", err=True)
@@ -301,7 +304,7 @@ def submit(
 
     try:
         result = asyncio_run(go())
-    except FrontierError as error:
+    except (FrontierError, FrontierConnectionError) as error:
         _fail(error)
     click.echo(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode())
 
@@ -358,7 +361,7 @@ def push(
 
     try:
         asyncio_run(go())
-    except FrontierError as error:
+    except (FrontierError, FrontierConnectionError) as error:
         _fail(error)
 
 
@@ -404,7 +407,7 @@ def watch(dataflow: str, operators: bool, url: str | None, token: str | None) ->
 
     try:
         asyncio_run(go() if sys.stdout.isatty() else plain())
-    except FrontierError as error:
+    except (FrontierError, FrontierConnectionError) as error:
         _fail(error)
 
 
@@ -427,7 +430,7 @@ def tail(dataflow: str, output: str, start: str | None, url: str | None, token: 
 
     try:
         asyncio_run(go())
-    except FrontierError as error:
+    except (FrontierError, FrontierConnectionError) as error:
         _fail(error)
 
 

@@ -5,6 +5,7 @@ from api.client.client import (
     AsyncClient,
     AsyncSession,
     Client,
+    FrontierConnectionError,
     FrontierError,
     Session,
 )
@@ -14,6 +15,7 @@ __all__ = [
     "AsyncClient",
     "AsyncSession",
     "Client",
+    "FrontierConnectionError",
     "FrontierError",
     "Session",
 ]

@@ -48,6 +48,14 @@ class FrontierError(Exception):
         return kind if isinstance(kind, str) else None
 
 
+class FrontierConnectionError(ConnectionError):
+    """The server could not be reached, or the connection broke before it answered.
+
+    Whether the request was applied is unknown: retry it as it is (a push with the same
+    ``seq``, a commit with the same key), which applies it once.
+    """
+
+
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
 
 
@@ -95,18 +103,41 @@ class AsyncClient:
     ) -> Any:
         """One request; the decoded JSON answer (``None`` for 204), or :class:`FrontierError`."""
         data = None if body is None else orjson.dumps(body)
-        headers = {"Content-Type": "application/json"} if data is not None else None
-        async with self._http().request(
-            method, self.url + path, data=data, params=params, headers=headers
-        ) as response:
-            raw = await response.read()
-            if response.status >= 400:
-                try:
-                    problem = orjson.loads(raw)
-                except orjson.JSONDecodeError:
-                    problem = {"detail": raw.decode(errors="replace")}
-                raise FrontierError(response.status, problem)
-            return None if response.status == 204 or not raw else orjson.loads(raw)
+        headers = {"Content-Type": "application/json"} if data is not None else {}
+        status, raw, _ = await self._exchange(method, path, data, params, headers)
+        return None if status == 204 or not raw else orjson.loads(raw)
+
+    async def _exchange(
+        self,
+        method: str,
+        path: str,
+        data: bytes | None,
+        params: dict[str, str] | None,
+        headers: dict[str, str],
+    ) -> tuple[int, bytes, dict[str, str]]:
+        """Send; the status, body and headers of an answer below 400.
+
+        :class:`FrontierError` for a refusal, :class:`FrontierConnectionError` when no answer
+        came (the server is not there, or the connection broke).
+        """
+        url = self.url + path
+        try:
+            async with self._http().request(
+                method, url, data=data, params=params, headers=headers
+            ) as response:
+                raw = await response.read()
+                status = response.status
+                answer_headers = {k.lower(): v for k, v in response.headers.items()}
+        except (TimeoutError, aiohttp.ClientConnectionError) as error:
+            why = str(error) or type(error).__name__
+            raise FrontierConnectionError(f"{method} {url}: no answer: {why}") from error
+        if status >= 400:
+            try:
+                problem = orjson.loads(raw)
+            except orjson.JSONDecodeError:
+                problem = {"detail": raw.decode(errors="replace")}
+            raise FrontierError(status, problem)
+        return status, raw, answer_headers
 
     # ----------------------------------------------------------------- dataflows
 
@@ -266,17 +297,8 @@ class AsyncClient:
             headers["Content-Type"] = content_type
         if accept is not None:
             headers["Accept"] = accept
-        async with self._http().request(
-            method, self.url + path, data=data, params=params, headers=headers
-        ) as response:
-            raw = await response.read()
-            if response.status >= 400:
-                try:
-                    problem = orjson.loads(raw)
-                except orjson.JSONDecodeError:
-                    problem = {"detail": raw.decode(errors="replace")}
-                raise FrontierError(response.status, problem)
-            return raw, {name.lower(): value for name, value in response.headers.items()}
+        _, raw, answer_headers = await self._exchange(method, path, data, params, headers)
+        return raw, answer_headers
 
     async def stage_arrow(self, dataflow: str, input: str, transaction: str, body: bytes) -> int:
         """Stage an Arrow IPC stream body (``time`` and record columns); the transaction's size."""

@@ -46,7 +46,7 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-from api.client import IDEMPOTENCY_KEY_REUSED, Client, FrontierError
+from api.client import IDEMPOTENCY_KEY_REUSED, Client, FrontierConnectionError, FrontierError
 from api.spark.options import (
     MAX_SPARK_TIME,
     SinkOptions,
@@ -442,7 +442,7 @@ def _commit(
         for attempt in range(COMMIT_TRIES):
             try:
                 return commit(transactions, key, advance)
-            except (aiohttp.ClientError, TimeoutError) as error:
+            except (FrontierConnectionError, aiohttp.ClientError, TimeoutError) as error:
                 # The answer was lost, not necessarily the commit: the same key is safe.
                 if attempt + 1 == COMMIT_TRIES:
                     raise

@@ -139,3 +139,39 @@ def test_watch_shows_frontiers_until_the_dataflow_ends(service: object, tmp_path
     lines = out.splitlines()
     assert "input:words [3]" in lines and "output:out [3]" in lines
     assert lines[-1] == "closed: the dataflow was dropped"
+
+
+class Nowhere:
+    """A server address where nothing listens (a port bound, then let go)."""
+
+    def __init__(self) -> None:
+        import socket
+
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.url = f"http://127.0.0.1:{probe.getsockname()[1]}"
+
+
+def test_a_server_that_is_not_there_is_one_clear_line_not_a_traceback(tmp_path: Path) -> None:
+    graph = tmp_path / "graph.yaml"
+    graph.write_text(GRAPH_YAML)
+    nowhere = Nowhere()
+    result = frontier_cli(nowhere, "submit", str(graph))
+    assert result.returncode == 1
+    [line] = result.stderr.splitlines()
+    assert line.startswith(f"error: POST {nowhere.url}/v1/dataflows: no answer: "), line
+    assert "Traceback" not in result.stderr
+
+
+def test_the_clients_raise_a_connection_error_of_their_own() -> None:
+    from api.client import FrontierConnectionError
+
+    nowhere = Nowhere()
+    with Client(nowhere.url, timeout=5) as client:
+        try:
+            client.dataflows()
+        except FrontierConnectionError as error:
+            assert str(error).startswith(f"GET {nowhere.url}/v1/dataflows: no answer: ")
+            assert isinstance(error, ConnectionError)
+        else:
+            raise AssertionError("a server that is not there answered")
