@@ -15,6 +15,7 @@ consumers are built here too, so the tasks and the committer agree on them.
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 from collections.abc import Mapping
@@ -51,6 +52,48 @@ class OptionError(ValueError):
 
 def _lower(options: Mapping[str, str]) -> dict[str, str]:
     return {str(key).lower(): str(value) for key, value in options.items()}
+
+
+CONNECTION_OPTIONS = ("url", "dataflow", "token", "timeout")
+SINK_OPTIONS = (
+    *CONNECTION_OPTIONS,
+    "input",
+    "timeColumn",
+    "time",
+    "timeOffset",
+    "valueColumn",
+    "advanceFrontier",
+    "writerId",
+    "batchSize",
+    "maxTaskAttempts",
+)
+"""Every option the sink takes."""
+SOURCE_OPTIONS = (
+    *CONNECTION_OPTIONS,
+    "output",
+    "startingTime",
+    "endingTime",
+    "numPartitions",
+    "recordSchema",
+    "maxRecordsPerTrigger",
+    "consumerId",
+    "pageTimes",
+)
+"""Every option the source takes."""
+SPARK_OPTIONS = ("path", "checkpointLocation", "queryName")
+"""Options Spark itself may pass along to a data source: not ours, not refused."""
+
+
+def _known(options: dict[str, str], known: tuple[str, ...], what: str) -> None:
+    """:class:`OptionError` for an option the ``what`` does not take (a misspelt one, say)."""
+    names = {name.lower(): name for name in (*known, *SPARK_OPTIONS)}
+    for key in options:
+        if key not in names:
+            close = difflib.get_close_matches(key, list(names), n=1, cutoff=0.7)
+            hint = f" (did you mean {names[close[0]]!r}?)" if close else ""
+            raise OptionError(
+                f"the frontier {what} has no option {key!r}{hint}; it takes {', '.join(known)}"
+            )
 
 
 def _required(options: dict[str, str], key: str, what: str) -> str:
@@ -175,6 +218,7 @@ def sink_options(raw: Mapping[str, str], streaming: bool = False) -> SinkOptions
     ``token``; ``timeout``.
     """
     options = _lower(raw)
+    _known(options, SINK_OPTIONS, "sink")
     conn = connection(options)
     input_name = _name(options, "input", "the dataflow input to write into")
     time_column = options.get("timecolumn") or None
@@ -279,6 +323,7 @@ def source_options(raw: Mapping[str, str]) -> SourceOptions:
     ``pageTimes``; ``token``; ``timeout``.
     """
     options = _lower(raw)
+    _known(options, SOURCE_OPTIONS, "source")
     conn = connection(options)
     output = _name(options, "output", "the dataflow output to read")
     starting: int | Literal["earliest", "latest"]

@@ -597,3 +597,26 @@ def test_max_records_per_trigger_plans_from_counts_only(
     assert reader.latestOffset(start, ReadMaxRows(6)) == {"frontier": 3}
     assert reader.latestOffset({"frontier": 3}, ReadMaxRows(1)) == {"frontier": 4}
     session.close()
+
+
+def test_a_misspelt_option_is_refused_naming_the_one_meant() -> None:
+    from api.spark.options import OptionError, sink_options, source_options
+
+    base = {"url": "http://x", "dataflow": "d"}
+    with pytest.raises(OptionError) as sink_error:
+        sink_options({**base, "input": "rows", "timeColum": "t"})
+    assert str(sink_error.value) == (
+        "the frontier sink has no option 'timecolum' (did you mean 'timeColumn'?); it takes "
+        "url, dataflow, token, timeout, input, timeColumn, time, timeOffset, valueColumn, "
+        "advanceFrontier, writerId, batchSize, maxTaskAttempts"
+    )
+    with pytest.raises(OptionError) as source_error:
+        source_options({**base, "output": "out", "endTime": "5"})
+    assert str(source_error.value).startswith(
+        "the frontier source has no option 'endtime' (did you mean 'endingTime'?)"
+    )
+    with pytest.raises(OptionError) as unrelated:
+        source_options({**base, "output": "out", "colour": "red"})
+    assert str(unrelated.value).startswith("the frontier source has no option 'colour'; it takes")
+    # What Spark itself passes along is not ours to refuse.
+    assert sink_options({**base, "input": "rows", "time": "0", "path": "p"}).input == "rows"
