@@ -316,8 +316,9 @@ def source_options(raw: Mapping[str, str]) -> SourceOptions:
 
     Options: ``url``, ``dataflow``, ``output`` (required); ``startingTime`` (an integer,
     ``earliest`` (the default: the oldest retained time) or ``latest`` (streams: the output's
-    frontier now)); ``endingTime`` (batch: exclusive); ``numPartitions``; ``recordSchema`` (a
-    DDL string of fields parsed from each record's JSON, e.g. ``key STRING, count LONG``);
+    frontier now)); ``endingTime`` (exclusive; a stream reads up to it, then nothing more);
+    ``numPartitions``; ``recordSchema`` (a DDL string of fields parsed from each record's
+    JSON, e.g. ``key STRING, count LONG``);
     ``maxRecordsPerTrigger`` (streams: whole times only); ``consumerId`` (streams: registers
     the query as a consumer, so the output keeps what it has not read and forgets the rest);
     ``pageTimes``; ``token``; ``timeout``.

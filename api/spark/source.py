@@ -114,6 +114,13 @@ def before(a: Offset, b: Offset) -> bool:
     return b is None or a < b
 
 
+def capped(offset: Offset, ending: int | None) -> Offset:
+    """``offset``, but never past ``endingTime``: a stream reads no time from it on."""
+    if ending is not None and not before(offset, ending):
+        return ending
+    return offset
+
+
 # --------------------------------------------------------------------------- planning
 
 
@@ -389,16 +396,21 @@ class FrontierStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def prepareForTriggerAvailableNow(self) -> None:
         """Fix the end of an ``availableNow`` run: the output's frontier now."""
         with _client(self.options) as client:
-            self._target = self._state(client).offset
+            self._target = capped(self._state(client).offset, self.options.ending)
         self._available_now = True
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
-        """The output's frontier (or the ``availableNow`` target), cut to whole times."""
+        """The output's frontier (or the ``availableNow`` target), cut to whole times.
+
+        Never past ``endingTime``: a stream given one reads the times before it, then
+        nothing more.
+        """
         begin = offset_of(start)
         with _client(self.options) as client:
             state = self._state(client)
             self._register(client, begin)
             end = self._target if self._available_now else state.offset
+            end = capped(end, self.options.ending)
             if not before(begin, end):
                 return offset_json(begin)
             assert begin is not None

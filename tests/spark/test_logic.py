@@ -620,3 +620,22 @@ def test_a_misspelt_option_is_refused_naming_the_one_meant() -> None:
     assert str(unrelated.value).startswith("the frontier source has no option 'colour'; it takes")
     # What Spark itself passes along is not ours to refuse.
     assert sink_options({**base, "input": "rows", "time": "0", "path": "p"}).input == "rows"
+
+
+def test_a_stream_with_an_ending_time_reads_up_to_it_then_nothing(
+    client: Client, server: str
+) -> None:
+    dataflow = client.create_dataflow(IDENTITY)["id"]
+    session = push_times(client, dataflow, {t: [t] for t in range(6)}, 6)
+    wait_for(lambda: frontier(client, dataflow) == [6])
+    reader = FrontierStreamReader(source(server, dataflow, endingTime="3"), PLAIN)
+    start = reader.initialOffset()
+    assert reader.latestOffset(start, ReadAllAvailable()) == {"frontier": 3}
+    # Once there, nothing more, however far the output goes.
+    assert reader.latestOffset({"frontier": 3}, ReadAllAvailable()) == {"frontier": 3}
+    reader.prepareForTriggerAvailableNow()
+    assert reader.latestOffset({"frontier": 3}, ReadAllAvailable()) == {"frontier": 3}
+    session.close()
+    client.close_input(dataflow, "rows")
+    wait_for(lambda: frontier(client, dataflow) == [])
+    assert reader.latestOffset({"frontier": 3}, ReadAllAvailable()) == {"frontier": 3}
