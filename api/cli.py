@@ -255,13 +255,14 @@ async def _serve(settings: Any, demo: bool, access_log: str = "control") -> int:
         if record is None:
             record = await manager.create(tenant, DEMO_GRAPH, "demo")
         path = f"/v1/dataflows/{record.id}"
+        json = "-H 'Content-Type: application/json'"
         click.echo(
             "\nA demo dataflow counts word lengths per time. Try, in another terminal:\n"
-            f"  session=$(curl -s -XPOST {base}{path}/inputs/words/sessions -d '{{}}' "
+            f"  session=$(curl -s -XPOST {base}{path}/inputs/words/sessions {json} -d '{{}}' "
             "| python3 -c 'import json,sys; print(json.load(sys.stdin)[\"session\"])')\n"
-            f"  curl -s -XPOST {base}{path}/inputs/words/sessions/$session/push "
+            f"  curl -s -XPOST {base}{path}/inputs/words/sessions/$session/push {json} "
             '-d \'{"seq": 1, "records": [[0, "timely"], [0, "data"], [1, "flow"]]}\'\n'
-            f"  curl -s -XPOST {base}{path}/inputs/words/sessions/$session/advance "
+            f"  curl -s -XPOST {base}{path}/inputs/words/sessions/$session/advance {json} "
             "-d '{\"time\": 2}'\n"
             f"  curl -s '{base}{path}/outputs/counts/times'\n"
             f"  frontier watch {record.id}     # live frontiers\n"

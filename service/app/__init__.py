@@ -20,6 +20,7 @@ from operators.graph import describe_catalogue
 from service.app.errors import (
     BadRequest,
     Conflict,
+    Forbidden,
     Gone,
     IdempotencyKeyReused,
     Invalid,
@@ -61,6 +62,7 @@ __all__ = [
     "DataflowView",
     "Event",
     "EventFormatError",
+    "Forbidden",
     "FrontierCodec",
     "FrontierSink",
     "FrontierWatch",

@@ -105,6 +105,14 @@ class Unauthorized(ServiceError):
     title = "Unauthorized"
 
 
+class Forbidden(ServiceError):
+    """The request may not be made from where it comes (a page of another site, say)."""
+
+    status = 403
+    slug = "forbidden"
+    title = "Forbidden"
+
+
 class Unavailable(ServiceError):
     """The service cannot take this now (recovering, or its disk refuses writes): retry.
 

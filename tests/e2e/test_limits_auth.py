@@ -738,3 +738,28 @@ def socket_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
+
+
+async def test_what_a_page_of_another_site_could_send_is_refused(service: Server) -> None:
+    graph = {"graph": PASS_THROUGH}
+    async with aiohttp.ClientSession(service.url) as http:
+        before = len((await (await http.get("/v1/dataflows")).json())["items"])
+        for kind in ("text/plain", "application/x-www-form-urlencoded", "multipart/form-data"):
+            headers = {"Content-Type": kind}
+            async with http.post("/v1/dataflows", data=orjson.dumps(graph), headers=headers) as r:
+                assert r.status == 415
+                assert (await r.json(content_type=None))["detail"] == (
+                    f"a body of type {kind} is not taken (send application/json): browsers "
+                    "send that type from other sites without asking"
+                )
+        assert len((await (await http.get("/v1/dataflows")).json())["items"]) == before
+        df = (await (await http.post("/v1/dataflows", json=graph)).json())["id"]
+        path = f"/v1/dataflows/{df}/frontiers"
+        with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
+            await http.ws_connect(path, origin="http://elsewhere.example")
+        assert refused.value.status == 403
+        # A page the server serves itself (its own origin) may open one.
+        async with http.ws_connect(path, origin=f"http://127.0.0.1:{service.port}") as ws:
+            first = orjson.loads((await ws.receive(timeout=5)).data)
+            assert first["location"] == "input:words"
+        await http.delete(f"/v1/dataflows/{df}")
