@@ -48,11 +48,12 @@ class FrontierError(Exception):
         return kind if isinstance(kind, str) else None
 
 
-class FrontierConnectionError(ConnectionError):
+class FrontierConnectionError(aiohttp.ClientConnectionError, ConnectionError):
     """The server could not be reached, or the connection broke before it answered.
 
     Whether the request was applied is unknown: retry it as it is (a push with the same
-    ``seq``, a commit with the same key), which applies it once.
+    ``seq``, a commit with the same key), which applies it once. It is a ``ConnectionError``,
+    and still the ``aiohttp.ClientConnectionError`` callers caught before it existed.
     """
 
 

@@ -5,6 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import aiohttp
 import orjson
 
 from api.client import Client
@@ -173,5 +174,6 @@ def test_the_clients_raise_a_connection_error_of_their_own() -> None:
         except FrontierConnectionError as error:
             assert str(error).startswith(f"GET {nowhere.url}/v1/dataflows: no answer: ")
             assert isinstance(error, ConnectionError)
+            assert isinstance(error, aiohttp.ClientConnectionError)  # as callers caught before
         else:
             raise AssertionError("a server that is not there answered")
