@@ -277,10 +277,12 @@ def write_partition(
     """Stage one task attempt's rows in its transaction; what was staged.
 
     The transaction is emptied first (a leftover of the same name, from a stage retried
-    with the same attempt numbers or a replayed micro-batch, must not add to it). Rows the
-    server refuses as before the input's time are *late*: a batch write fails; a stream
-    reports them, and the committer decides (they are fine when the micro-batch was
-    committed before).
+    with the same attempt numbers or a replayed micro-batch, must not add to it). A failure
+    of any kind aborts what this attempt staged. Rows the server refuses as before the
+    input's time are *late*: a batch write fails; a stream reports them, and the committer
+    decides (they are fine when the micro-batch was committed before). Earlier attempts of
+    the partition are not touched here: one may be a speculative copy still running, whose
+    rows the job could commit; the job's commit discards every attempt it does not commit.
     """
     conn = options.connection
     name = transaction_name(writer, partition, attempt, batch_id)
@@ -304,12 +306,18 @@ def write_partition(
                 top = body.max_time if top is None else max(top, body.max_time)
             while in_flight:
                 in_flight.popleft().result()
-        except FrontierError as error:
-            for future in in_flight:
-                future.cancel()
+        except BaseException as error:
+            # Let the requests in flight finish (cancelling one does not unsend it): an
+            # abort sent before they land would leave their rows staged.
             for future in in_flight:
                 with contextlib.suppress(Exception):
                     future.result()
+            if not isinstance(error, FrontierError):
+                # Whatever failed (the rows, the connection, the task killed): nothing of
+                # this attempt stays staged, if the server can still be told.
+                with contextlib.suppress(Exception):
+                    client.abort(conn.dataflow, options.input, name)
+                raise
             if not _late(error) or batch_id is None:
                 client.abort(conn.dataflow, options.input, name)
                 raise SinkError(

@@ -8,6 +8,7 @@ committer and offset planning (``commit_writes``, ``abort_writes``, the stream r
 import decimal
 import pickle
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import aiohttp
@@ -639,3 +640,18 @@ def test_a_stream_with_an_ending_time_reads_up_to_it_then_nothing(
     client.close_input(dataflow, "rows")
     wait_for(lambda: frontier(client, dataflow) == [])
     assert reader.latestOffset({"frontier": 3}, ReadAllAvailable()) == {"frontier": 3}
+
+
+def test_a_task_failing_for_any_reason_leaves_nothing_staged(client: Client, server: str) -> None:
+    dataflow = client.create_dataflow(COUNTS)["id"]
+    options = sink(server, dataflow, timeColumn="t", batchSize="10")
+    writer = "w" + uuid.uuid4().hex
+
+    def rows_then_a_crash() -> Iterator[pa.RecordBatch]:
+        yield batch([0] * 30, ["a"] * 30)  # three staging requests of 10
+        raise RuntimeError("the task's input broke")
+
+    with pytest.raises(RuntimeError, match="the task's input broke"):
+        write_partition(options, writer, 0, 0, rows_then_a_crash())
+    assert client.input(dataflow, "rows")["staged"] == 0
+    assert nothing_staged(client, dataflow, [transaction_name(writer, 0, 0)])
