@@ -23,6 +23,9 @@ class Limits:
     subscriber_queue_events: int = 1_000
     ws_credits: int = 16
     idempotency_keys_kept: int = 10_000
+    staged_transaction_seconds: float = 3_600.0
+    """A staged transaction nobody commits or aborts for this long is aborted: what a writer
+    that died left staged stops holding its input's frontier and its share of the staging cap."""
 
 
 @dataclass(frozen=True, slots=True)
