@@ -172,6 +172,15 @@ def serve(
         limits=Limits(**config.get("limits", {})),
         operator_modules=tuple(config.get("operator_modules", ())) + operator_modules,
     )
+    from api.server.records import DEPTH_HEADROOM, MOST_RECORD_DEPTH, ORJSON_DEPTH
+
+    if not 1 <= settings.limits.max_record_depth <= MOST_RECORD_DEPTH:
+        raise click.BadParameter(
+            f"max_record_depth must be in [1, {MOST_RECORD_DEPTH}], not "
+            f"{settings.limits.max_record_depth}: answers wrap a record in up to "
+            f"{DEPTH_HEADROOM} levels, and orjson encodes at most {ORJSON_DEPTH}",
+            param_hint="limits",
+        )
     if (settings.tls_cert is None) != (settings.tls_key is None):
         raise click.BadParameter("give both --tls-cert and --tls-key, or neither")
     from service.app import StoreError

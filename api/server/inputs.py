@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from operator import itemgetter
 from typing import Any
 
 from aiohttp import web
@@ -9,8 +10,9 @@ from aiohttp import web
 from api.codec import ack_json, input_json, time_to_json
 from api.models import SEQ_MAX, Advance, OpenSession, Push, plain_push
 from api.server.arrow import ARROW_STREAM, records_from_arrow
-from api.server.context import manager_of, tenant_of
+from api.server.context import SETTINGS, manager_of, tenant_of
 from api.server.http import json_response, parse
+from api.server.records import check_records
 from service.app import BadRequest, ProducerInput
 
 
@@ -60,6 +62,7 @@ async def push(request: web.Request) -> web.Response:
         raw = ("json", data)
         plain = plain_push(data)
         if plain is not None:  # integer times, the common case: checked in bulk
+            check_records(plain.records, len(data), request.app[SETTINGS].limits)
             ack = producer.push_columns(
                 session, plain.seq, plain.times, plain.records, (plain.first, plain.last), raw
             )
@@ -67,6 +70,7 @@ async def push(request: web.Request) -> web.Response:
             return json_response(ack_json(ack))
         body = await parse(request, Push)
         seq, records = body.seq, list(body.records)
+    check_records(list(map(itemgetter(1), records)), len(data), request.app[SETTINGS].limits)
     # The producer refuses a batch over max_batch_records, before anything is applied.
     ack = producer.push(session, seq, records, raw)
     await producer.durable()

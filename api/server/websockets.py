@@ -24,6 +24,7 @@ from api.models import ClientFrame, plain_push
 from api.server.context import SETTINGS, SOCKETS, manager_of, tenant_of
 from api.server.http import flag, strict_json, time_param
 from api.server.problems import invalid_body
+from api.server.records import check_records
 from service.app import BadRequest, ProducerInput, ServiceError, Subscriber
 
 BAD_FRAME = 4400
@@ -420,11 +421,13 @@ async def push_stream(request: web.Request) -> web.WebSocketResponse:
                     break
             try:
                 if plain is not None:  # a push with integer times, checked in bulk
+                    check_records(plain.records, len(raw[1]), limits)
                     bounds = (plain.first, plain.last)
                     ack = producer.push_columns(
                         session.id, plain.seq, plain.times, plain.records, bounds, raw
                     )
                 elif frame.type == "push":
+                    check_records([pair[1] for pair in frame.records], len(raw[1]), limits)
                     ack = producer.push(session.id, frame.seq, list(frame.records), raw)
                 elif frame.type == "advance":
                     ack = producer.advance(session.id, frame.time, frame.seq)

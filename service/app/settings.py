@@ -26,6 +26,11 @@ class Limits:
     staged_transaction_seconds: float = 3_600.0
     """A staged transaction nobody commits or aborts for this long is aborted: what a writer
     that died left staged stops holding its input's frontier and its share of the staging cap."""
+    max_record_depth: int = 64
+    """How deeply a record's lists and objects may nest; a deeper record is refused where it
+    arrives (deep records would make every step that walks them recurse without bound)."""
+    max_record_bytes: int = 1024 * 1024
+    """The largest encoded size of one record."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -734,7 +734,7 @@ def test_config_file_and_configmap_agree() -> None:
 
 def test_readme_tables_match_the_code() -> None:
     readme = (DEPLOY / "README.md").read_text()
-    limit_rows = dict(re.findall(r"^\| `(\w+)` \| (\d+) \|", readme, flags=re.M))
+    limit_rows = dict(re.findall(r"^\| `(\w+)` \| ([\d.]+) \|", readme, flags=re.M))
     assert limit_rows == {f.name: str(f.default) for f in dataclasses.fields(Limits)}
     flag_rows = re.findall(r"^\| `(--[\w-]+)[^|]*\| ([^|]*)\|", readme, flags=re.M)
     assert {flag for flag, _ in flag_rows} == set(serve_options())

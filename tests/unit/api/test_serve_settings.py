@@ -51,3 +51,17 @@ def test_flags_and_environment_beat_the_config_file(
 def test_a_flag_beats_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     settings: Any = served(tmp_path, monkeypatch, ["--port", "9200"], {"FRONTIER_PORT": "9300"})
     assert settings.port == 9200
+
+
+@pytest.mark.parametrize("depth", [0, 247])
+def test_a_record_depth_no_answer_could_encode_is_refused_at_start(
+    tmp_path: Path, depth: int
+) -> None:
+    config = tmp_path / "settings.yaml"
+    config.write_text(f"limits:\n  max_record_depth: {depth}\n")
+    result = CliRunner().invoke(api.cli.main, ["serve", "--config", str(config)])
+    assert result.exit_code == 2
+    assert (
+        f"Invalid value for limits: max_record_depth must be in [1, 246], not {depth}: answers "
+        "wrap a record in up to 8 levels, and orjson encodes at most 254"
+    ) in " ".join(result.output.split())
