@@ -239,13 +239,20 @@ async def _serve(settings: Any, demo: bool, access_log: str = "control") -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    from api.server.connections import CONNECTIONS, Connections, GuardedSite
     from api.server.logs import access_logger_class
 
+    limits = settings.limits
+    connections = Connections(limits.max_connections, limits.header_timeout_seconds)
+    app[CONNECTIONS] = connections
     runner = web.AppRunner(
-        app, shutdown_timeout=10.0, access_log_class=access_logger_class(access_log)
+        app,
+        shutdown_timeout=10.0,
+        access_log_class=access_logger_class(access_log),
+        keepalive_timeout=limits.idle_timeout_seconds,
     )
     await runner.setup()
-    site = web.TCPSite(runner, settings.host, settings.port, ssl_context=_tls(settings))
+    site = GuardedSite(runner, settings.host, settings.port, connections, _tls(settings))
     await site.start()
     # Every batch allocates thousands of short-lived containers (parsed records, batches);
     # at the default gen-0 threshold (700) the cyclic collector runs every few hundred

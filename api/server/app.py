@@ -20,6 +20,7 @@ from api.server.context import MANAGER, SETTINGS, SOCKETS, OpenSockets
 from api.server.health import healthz, readyz
 from api.server.metrics import metrics_handler
 from api.server.problems import problems_middleware
+from api.server.quotas import RATES, TenantRates, rate_middleware
 from service.app import DataflowManager, Settings
 
 SERVER = "frontier"
@@ -55,7 +56,7 @@ async def _going_away(app: web.Application) -> None:
 def create_app(settings: Settings, manager: DataflowManager | None = None) -> web.Application:
     """The application for ``settings`` (a manager is created if none is given)."""
     app = web.Application(
-        middlewares=[problems_middleware, auth_middleware],
+        middlewares=[problems_middleware, auth_middleware, rate_middleware],
         client_max_size=settings.limits.max_body_bytes,
     )
     app[SETTINGS] = settings
@@ -63,6 +64,7 @@ def create_app(settings: Settings, manager: DataflowManager | None = None) -> we
         settings, frontier_codec=frontier_event, batch_decoder=decode_batch
     )
     app[SOCKETS] = OpenSockets()
+    app[RATES] = TenantRates(settings.limits)
     app.cleanup_ctx.append(_lifecycle)
     app.on_shutdown.append(_going_away)
     app.on_response_prepare.append(_server_header)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, TypeVar
 
 import orjson
@@ -9,8 +10,9 @@ from aiohttp import web
 from pydantic import BaseModel, ValidationError
 
 from api.codec import time_from_json
+from api.server.context import SETTINGS
 from api.server.problems import invalid_body
-from service.app import BadRequest
+from service.app import BadRequest, ServiceError
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -29,9 +31,33 @@ def json_response(
     )
 
 
+class RequestTimeout(ServiceError):
+    """The client did not send its request's body in time."""
+
+    status = 408
+    slug = "request-timeout"
+    title = "Request timeout"
+
+
+async def read_body(request: web.Request) -> bytes:
+    """The request's body, if it arrives within ``body_timeout_seconds``; else 408.
+
+    A client that sends headers and then a body a byte at a time would otherwise hold its
+    connection, and the memory of what it sent, for as long as it likes.
+    """
+    most = request.app[SETTINGS].limits.body_timeout_seconds
+    try:
+        async with asyncio.timeout(most):
+            return await request.read()
+    except TimeoutError:
+        raise RequestTimeout(
+            f"the request's body did not arrive within body_timeout_seconds ({most:g})"
+        ) from None
+
+
 async def parse(request: web.Request, model: type[M]) -> M:
     """The request body as ``model``: 400 if not JSON, 422 if the wrong shape."""
-    body = await request.read()
+    body = await read_body(request)
     try:
         parsed = model.model_validate_json(body or b"{}")
     except ValidationError as error:

@@ -11,7 +11,7 @@ from api.codec import ack_json, input_json, time_to_json
 from api.models import SEQ_MAX, Advance, OpenSession, Push, plain_push
 from api.server.arrow import ARROW_STREAM, records_from_arrow
 from api.server.context import SETTINGS, manager_of, tenant_of
-from api.server.http import json_response, parse
+from api.server.http import json_response, parse, read_body
 from api.server.records import check_records
 from service.app import BadRequest, ProducerInput
 
@@ -53,7 +53,7 @@ async def push(request: web.Request) -> web.Response:
     producer = producer_of(request)
     session = request.match_info["session"]
     records: list[tuple[Any, Any]]
-    data = await request.read()
+    data = await read_body(request)
     if request.content_type == ARROW_STREAM:
         seq = _seq_param(request)
         records = records_from_arrow(data)

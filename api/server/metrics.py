@@ -9,15 +9,22 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from api.server.context import MANAGER
+from api.server.auth import authenticate
+from api.server.connections import CONNECTIONS, Connections
+from api.server.context import MANAGER, SETTINGS
 from service.app import DataflowManager
 
 
 class ManagerCollector(Collector):
-    """Records in and out, frontier lag, subscribers and queue depths, per dataflow."""
+    """Records in and out, frontier lag, subscribers and queue depths, per dataflow.
 
-    def __init__(self, manager: DataflowManager) -> None:
+    Per-dataflow series are of one tenant's dataflows (``tenant``); with ``tenant=None``
+    there are none, only what names no dataflow: counts by status, the store's figures.
+    """
+
+    def __init__(self, manager: DataflowManager, tenant: str | None) -> None:
         self._manager = manager
+        self._tenant = tenant
 
     def collect(self) -> Iterator[Metric]:
         """One sample per input, output and dataflow."""
@@ -44,8 +51,10 @@ class ManagerCollector(Collector):
             "frontier_dataflows", "Dataflows by status", labels=["status"]
         )
         by_status: dict[str, int] = {}
-        for stats in self._manager.stats():
+        for stats in self._manager.stats(self._tenant):
             by_status[stats.status] = by_status.get(stats.status, 0) + 1
+            if self._tenant is None:
+                continue  # the count only: no dataflow's id without its tenant's token
             for name, count in stats.records_in.items():
                 records_in.add_metric([stats.id, name], count)
             for name, output in stats.outputs.items():
@@ -91,8 +100,46 @@ class ManagerCollector(Collector):
             )
 
 
+class ConnectionsCollector(Collector):
+    """The listening socket's connections: open, refused at the cap, timed out."""
+
+    def __init__(self, connections: Connections) -> None:
+        self._connections = connections
+
+    def collect(self) -> Iterator[Metric]:
+        """Three samples."""
+        held = self._connections
+        yield GaugeMetricFamily("frontier_connections", "Open client connections", held.open)
+        yield CounterMetricFamily(
+            "frontier_connections_refused",
+            "Connections answered 503 because max_connections were open",
+            held.refused,
+        )
+        yield CounterMetricFamily(
+            "frontier_connections_timed_out",
+            "Connections closed because their headers took over header_timeout_seconds",
+            held.timed_out,
+        )
+
+
+def _scraper(request: web.Request) -> str | None:
+    """Whose dataflows a scrape sees: the token's tenant; nobody's without a token.
+
+    ``/metrics`` needs no token, so that a scraper can always see the server's health; on
+    a server with tokens, dataflow ids (and what they do) are shown only to their tenant.
+    """
+    settings = request.app[SETTINGS]
+    if not settings.tokens:
+        return "default"
+    header = request.headers.get("Authorization")
+    return None if header is None else authenticate(settings, header)
+
+
 async def metrics_handler(request: web.Request) -> web.Response:
     """The Prometheus text exposition."""
     registry = CollectorRegistry()
-    registry.register(ManagerCollector(request.app[MANAGER]))
+    registry.register(ManagerCollector(request.app[MANAGER], _scraper(request)))
+    connections = request.app.get(CONNECTIONS)
+    if connections is not None:
+        registry.register(ConnectionsCollector(connections))
     return web.Response(body=generate_latest(registry), content_type="text/plain", charset="utf-8")

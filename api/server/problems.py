@@ -16,7 +16,7 @@ from aiohttp import web
 from pydantic import ValidationError
 
 from api.models import problem_from_validation_error
-from service.app import Invalid, ServiceError, Unavailable
+from service.app import Invalid, ServiceError
 
 log = logging.getLogger("frontier.api")
 
@@ -41,8 +41,9 @@ def problem_for(error: ServiceError) -> web.Response:
     response = problem(error.status, error.slug, error.title, error.detail, **error.extra)
     if error.status == 401:
         response.headers["WWW-Authenticate"] = 'Bearer realm="frontier"'
-    if isinstance(error, Unavailable):
-        response.headers["Retry-After"] = str(error.retry_after)
+    retry_after = getattr(error, "retry_after", None)  # Unavailable, TooManyRequests
+    if retry_after is not None:
+        response.headers["Retry-After"] = str(retry_after)
     return response
 
 

@@ -761,10 +761,12 @@ class DataflowManager:
             result[node] = OperatorState(outputs)
         return result
 
-    def stats(self) -> list[DataflowStats]:
-        """What the metrics show of every dataflow."""
+    def stats(self, tenant: str | None = None) -> list[DataflowStats]:
+        """What the metrics show of every dataflow (of ``tenant``, if given)."""
         result: list[DataflowStats] = []
         for record in self.dataflows.values():
+            if tenant is not None and record.tenant != tenant:
+                continue
             least = [
                 t for p in record.inputs.values() for t in p.applied_frontier() if type(t) is int
             ]

@@ -31,6 +31,20 @@ class Limits:
     arrives (deep records would make every step that walks them recurse without bound)."""
     max_record_bytes: int = 1024 * 1024
     """The largest encoded size of one record."""
+    max_connections: int = 10_000
+    """Open client connections the server keeps; past it, new ones are closed at once."""
+    header_timeout_seconds: float = 10.0
+    """How long a client may take to send a request's line and headers."""
+    body_timeout_seconds: float = 60.0
+    """How long a client may take to send a request's body once its headers are in."""
+    idle_timeout_seconds: float = 75.0
+    """How long a kept-alive HTTP connection may sit between requests."""
+    tenant_requests_per_second: float = 1_000.0
+    """Each tenant's sustained request rate (token bucket; 0 is unlimited); past it, 429 with
+    Retry-After."""
+    tenant_request_burst: int = 0
+    """The bucket's depth: requests a tenant may send at once above the rate (0: one second's
+    worth)."""
 
 
 @dataclass(frozen=True, slots=True)

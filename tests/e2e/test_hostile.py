@@ -7,7 +7,10 @@ with Retry-After; /metrics shows no tenant's dataflows to a client without a tok
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import io
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -22,6 +25,7 @@ from tests.e2e.conftest import (
     Frames,
     Server,
     messages,
+    metric,
     progress,
     read_to_close,
     running,
@@ -176,3 +180,191 @@ async def test_a_record_over_max_record_bytes_is_refused_and_small_ones_are_not(
         status, _, ack = await post(http, push, {"seq": 1, "records": [[0, small]] * 5})
         assert (status, ack["applied"]) == (200, 5)
         assert (await client.request("GET", base))["records_in"] == 5
+
+
+# --------------------------------------------------------------------------- connections
+
+GUARDED = {
+    "header_timeout_seconds": 0.5,
+    "body_timeout_seconds": 1.0,
+    "idle_timeout_seconds": 1.0,
+    "tenant_requests_per_second": 2.0,
+    "tenant_request_burst": 5,
+}
+TOKENS = ("--token", "a=alice", "--token", "b=bob")
+
+
+@pytest.fixture(scope="module")
+def guarded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    with running(tmp_path_factory.mktemp("guarded"), *TOKENS, config={"limits": GUARDED}) as s:
+        yield s
+
+
+async def until_closed(reader: asyncio.StreamReader, within: float = 5.0) -> tuple[bytes, float]:
+    """What the server sends until it closes the connection, and how long that took."""
+    started = time.monotonic()
+    data = await asyncio.wait_for(reader.read(), within)
+    return data, time.monotonic() - started
+
+
+def answer(data: bytes) -> tuple[str, dict[str, str], Any]:
+    """The status line, headers and decoded body of one raw HTTP response."""
+    head, _, body = data.partition(b"\r\n\r\n")
+    status, *lines = head.decode().split("\r\n")
+    headers = dict(line.split(": ", 1) for line in lines)
+    return status, headers, orjson.loads(body) if body else None
+
+
+async def test_a_connection_whose_headers_do_not_arrive_in_time_gets_408(guarded: Server) -> None:
+    detail = "the request's headers did not arrive within header_timeout_seconds (0.5)"
+    expected = {
+        "type": "https://frontier.dev/problems/request-timeout",
+        "title": "Request Timeout",
+        "status": 408,
+        "detail": detail,
+    }
+    # Silent from the start.
+    reader, writer = await asyncio.open_connection("127.0.0.1", guarded.port)
+    data, took = await until_closed(reader)
+    status, headers, body = answer(data)
+    assert (status, headers["Connection"], body) == (
+        "HTTP/1.1 408 Request Timeout",
+        "close",
+        expected,
+    )
+    assert 0.4 < took < 3.0
+    writer.close()
+    # A header line now and then (slowloris): the deadline is for all of them.
+    reader, writer = await asyncio.open_connection("127.0.0.1", guarded.port)
+    writer.write(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+    closed = asyncio.ensure_future(until_closed(reader))
+    for n in range(50):
+        if closed.done():
+            break
+        with contextlib.suppress(ConnectionError):
+            writer.write(f"X-Slow-{n}: 1\r\n".encode())
+        await asyncio.sleep(0.1)
+    data, took = await closed
+    assert answer(data)[::2] == ("HTTP/1.1 408 Request Timeout", expected)
+    assert 0.4 < took < 3.0
+    writer.close()
+
+
+async def test_a_body_that_does_not_arrive_in_time_is_408(guarded: Server) -> None:
+    reader, writer = await asyncio.open_connection("127.0.0.1", guarded.port)
+    writer.write(
+        b"POST /v1/dataflows HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer a\r\n"
+        b'Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{"graph": '
+    )
+    data = await asyncio.wait_for(reader.readuntil(b"}"), 5.0)
+    status, _, body = answer(data)
+    assert (status, body) == (
+        "HTTP/1.1 408 Request Timeout",
+        {
+            "type": "https://frontier.dev/problems/request-timeout",
+            "title": "Request timeout",
+            "status": 408,
+            "detail": "the request's body did not arrive within body_timeout_seconds (1)",
+        },
+    )
+    writer.close()
+
+
+async def test_an_idle_kept_alive_connection_is_closed_after_idle_timeout(guarded: Server) -> None:
+    reader, writer = await asyncio.open_connection("127.0.0.1", guarded.port)
+    writer.write(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5.0)
+    assert head.startswith(b"HTTP/1.1 200")
+    length = int(answer(head)[1]["Content-Length"])
+    await reader.readexactly(length)
+    rest, took = await until_closed(reader)
+    assert rest == b""
+    assert 0.8 < took < 3.0
+    writer.close()
+
+
+async def test_connections_beyond_max_connections_are_refused_at_once(start_server: Any) -> None:
+    server = start_server(config={"limits": {"max_connections": 5, "header_timeout_seconds": 2}})
+    held = [await asyncio.open_connection("127.0.0.1", server.port) for _ in range(5)]
+    reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+    data, took = await until_closed(reader)
+    assert answer(data)[::2] == (
+        "HTTP/1.1 503 Service Unavailable",
+        {
+            "type": "https://frontier.dev/problems/service-unavailable",
+            "title": "Service Unavailable",
+            "status": 503,
+            "detail": "the server holds its most connections (5): try again shortly",
+        },
+    )
+    assert took < 1.0
+    writer.close()
+    for _, held_writer in held:  # once they are gone, there is room again
+        held_writer.close()
+        await held_writer.wait_closed()
+    async with aiohttp.ClientSession() as http:
+        for _ in range(50):
+            async with http.get(f"{server.url}/metrics") as response:
+                text = await response.text()
+            if metric(text, "frontier_connections") == 1.0:
+                break
+            await asyncio.sleep(0.05)
+        assert metric(text, "frontier_connections_refused_total") == 1.0
+        assert metric(text, "frontier_connections") == 1.0
+
+
+# --------------------------------------------------------------------------- tenants
+
+
+async def test_a_tenant_over_its_rate_gets_429_with_retry_after_and_others_do_not(
+    guarded: Server,
+) -> None:
+    async with aiohttp.ClientSession(guarded.url) as http:
+
+        async def get(token: str | None, path: str = "/v1/dataflows") -> Any:
+            headers = {} if token is None else {"Authorization": f"Bearer {token}"}
+            async with http.get(path, headers=headers) as response:
+                return response.status, response.headers.get("Retry-After"), await response.read()
+
+        await asyncio.sleep(3.0)  # a full bucket, whatever the tests before took
+        statuses = [(await get("a"))[0] for _ in range(5)]
+        assert statuses == [200] * 5
+        status, retry_after, body = await get("a")
+        assert (status, retry_after) == (429, "1")
+        assert orjson.loads(body) == {
+            "type": "https://frontier.dev/problems/too-many-requests",
+            "title": "Too many requests",
+            "status": 429,
+            "detail": "tenant 'alice' is over tenant_requests_per_second (2, bursts of 5): "
+            "retry in 1 s",
+        }
+        assert (await get("b"))[0] == 200  # bob has a bucket of his own
+        assert [(await get(None, "/healthz"))[0] for _ in range(10)] == [200] * 10
+        await asyncio.sleep(1.0)
+        assert (await get("a"))[0] == 200
+
+
+async def test_metrics_show_a_tenant_s_dataflows_only_with_its_token(guarded: Server) -> None:
+    await asyncio.sleep(3.0)  # a full bucket
+    async with (
+        AsyncClient(guarded.url, token="a") as alice,
+        AsyncClient(guarded.url, token="b") as bob,
+    ):
+        mine = (await alice.create_dataflow(PASS_THROUGH))["id"]
+        theirs = (await bob.create_dataflow(PASS_THROUGH))["id"]
+    async with aiohttp.ClientSession(guarded.url) as http:
+
+        async def scrape(token: str | None) -> tuple[int, str]:
+            headers = {} if token is None else {"Authorization": f"Bearer {token}"}
+            async with http.get("/metrics", headers=headers) as response:
+                return response.status, await response.text()
+
+        status, text = await scrape(None)
+        assert status == 200
+        assert "dataflow=" not in text
+        assert metric(text, "frontier_dataflows", status="running") == 2.0
+        status, text = await scrape("a")
+        assert mine in text and theirs not in text
+        assert metric(text, "frontier_records_in_total", dataflow=mine, input="words") == 0.0
+        assert metric(text, "frontier_dataflows", status="running") == 1.0
+        assert (await scrape("nobody"))[0] == 401

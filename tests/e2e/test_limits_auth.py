@@ -444,7 +444,7 @@ async def test_a_slow_subscriber_is_closed_with_4408_and_a_resume_point(server: 
             for i in range(300):
                 pushed.append(f"{i:04d}" + "y" * RECORD_CHARS)
                 await session.push([[5, pushed[-1]]])
-                _, _, _, text = await request(server, "GET", "/metrics")
+                _, _, _, text = await request(server, "GET", "/metrics", token="g")
                 depths.append(
                     metric(text, "frontier_subscriber_queue_depth", dataflow=df, output="out")
                 )
@@ -496,13 +496,16 @@ async def test_health_readiness_and_metrics_need_no_token(server: Server) -> Non
         await watch.aclose()
         status, content_type, _, text = await request(server, "GET", "/metrics")
         assert (status, content_type) == (200, "text/plain")
+        assert df not in text  # without a token: no tenant's dataflow ids
+        status, content_type, _, text = await request(server, "GET", "/metrics", token="a")
+        assert (status, content_type) == (200, "text/plain")
         assert metric(text, "frontier_records_in_total", dataflow=df, input="words") == 4.0
         assert metric(text, "frontier_records_out_total", dataflow=df, output="out") == 4.0
         assert metric(text, "frontier_subscribers", dataflow=df, output="out") == 0.0
         assert metric(text, "frontier_output_lag", dataflow=df, output="out") == 0.0
         assert "# TYPE frontier_records_in_total counter" in text
         await alice.drop(df)
-        status, _, _, text = await request(server, "GET", "/metrics")
+        status, _, _, text = await request(server, "GET", "/metrics", token="a")
         assert metric(text, "frontier_records_in_total", dataflow=df, input="words") is None
 
 
