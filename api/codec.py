@@ -9,7 +9,7 @@ the format of captured events (``docs/events.md``), which reaches the API throug
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable, Iterable, Sequence
 from typing import Any, cast
 
 import orjson
@@ -210,6 +210,21 @@ def consumer_json(view: ConsumerView) -> dict[str, Any]:
         "committed": optional_time_json(view.committed),
         "frontier": times_json(view.frontier),
     }
+
+
+def encoded_size(records: Sequence[Any]) -> int:
+    """The bytes of ``records`` as the API sends them (what byte limits count).
+
+    A record orjson cannot encode counts as its ``repr``'s length: sizing must not fail
+    inside a worker's step (the answer that carries it reports the encoding error).
+
+    >>> encoded_size(["ab", {"k": 1}])  # ["ab",{"k":1}]
+    14
+    """
+    try:
+        return len(orjson.dumps(records, option=orjson.OPT_NON_STR_KEYS))
+    except orjson.JSONEncodeError:
+        return len(repr(records))
 
 
 def decode_batch(raw: tuple[str, bytes]) -> Any:

@@ -41,7 +41,7 @@ from service.app.durable import BatchDecoder, InputJournal, Replayed, Store
 from service.app.errors import Gone, Invalid, LimitExceeded, NotFound, Unavailable
 from service.app.frontiers import Feeds, FrontierCodec, FrontierFeed, FrontierWatch
 from service.app.inputs import ProducerInput, producer_input
-from service.app.outputs import OutputLog, Subscriber, sorted_times
+from service.app.outputs import OutputLog, Sizer, Subscriber, sorted_times
 from service.app.settings import Settings
 from service.app.views import (
     ConsumerView,
@@ -121,7 +121,9 @@ class DataflowManager:
     ``frontier_codec`` encodes a location's frontier as the event frontier watches are
     sent (the API's wire format); watches read with :meth:`FrontierWatch.take` need none.
     ``batch_decoder`` decodes a batch logged as it arrived (JSON or Arrow bytes), for
-    recovery.
+    recovery. ``record_sizer`` gives a batch of output records' encoded size, which the
+    byte limits of outputs' retention and subscribers' queues count (without one, only
+    their limits in records and events hold).
 
     With a ``data_dir`` every dataflow, every operation on its inputs and every consumer's
     commit is stored (:mod:`service.app.durable`), and :meth:`start` recovers what the
@@ -133,8 +135,10 @@ class DataflowManager:
         settings: Settings,
         frontier_codec: FrontierCodec | None = None,
         batch_decoder: BatchDecoder | None = None,
+        record_sizer: Sizer | None = None,
     ) -> None:
         self.settings = settings
+        self.record_sizer = record_sizer
         self.limits = settings.limits
         self.frontier_codec: FrontierCodec = frontier_codec or _no_codec
         self.batch_decoder: BatchDecoder = batch_decoder or _no_decoder
@@ -421,7 +425,12 @@ class DataflowManager:
 
     def _add_output(self, record: DataflowRecord, name: str, peers: int) -> OutputLog:
         log = record.outputs[name] = OutputLog(
-            name, record.plan.minimum(), peers, self.limits.output_retention_records
+            name,
+            record.plan.minimum(),
+            peers,
+            self.limits.output_retention_records,
+            self.limits.output_retention_bytes,
+            self.record_sizer,
         )
         location = f"output:{name}"
 
@@ -706,7 +715,11 @@ class DataflowManager:
                 f"dataflow {record.id!r} has {subscribers} output subscribers, the limit "
                 "(max_subscribers_per_dataflow)"
             )
-        return log.subscribe(limit=self.limits.subscriber_queue_events, frontier=frontier)
+        return log.subscribe(
+            limit=self.limits.subscriber_queue_events,
+            frontier=frontier,
+            limit_bytes=self.limits.subscriber_queue_bytes,
+        )
 
     # ----------------------------------------------------------------- descriptions
 

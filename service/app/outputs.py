@@ -63,6 +63,9 @@ class Subscriber:
     queue: list[Messages | Progress] = field(default_factory=list)
     wake: Wake = field(default_factory=Wake)
     limit: int = 1000
+    limit_bytes: int | None = None
+    """The most encoded bytes of records queued (``None``: only ``limit`` events count)."""
+    queued_bytes: int = 0
     closed: str | None = None
     """Why the log closed this subscriber (``None`` while open)."""
     resume: list[Hashable] = field(default_factory=list)
@@ -71,15 +74,25 @@ class Subscriber:
     output: OutputLog | None = field(default=None, repr=False)
     """The log it reads (``None`` once it left)."""
 
-    def offer(self, event: Messages | Progress) -> bool:
-        """Queue an event; ``False`` (and closed) if the queue is over its limit."""
+    def offer(self, event: Messages | Progress, size: int = 0) -> bool:
+        """Queue an event of ``size`` bytes; ``False`` (and closed) if over its limits.
+
+        An event larger than ``limit_bytes`` is still taken into an empty queue: the
+        subscriber that reads everything must be able to read it.
+        """
         if self.closed is not None:
             return False
-        if len(self.queue) >= self.limit:
+        over_bytes = (
+            self.limit_bytes is not None
+            and self.queue
+            and self.queued_bytes + size > self.limit_bytes
+        )
+        if len(self.queue) >= self.limit or over_bytes:
             self.closed = "slow consumer: the subscriber fell too far behind"
             self.wake.set()
             return False
         self.queue.append(event)
+        self.queued_bytes += size
         self.wake.set()
         return True
 
@@ -93,6 +106,7 @@ class Subscriber:
         """Everything queued, in order."""
         events = self.queue
         self.queue = []
+        self.queued_bytes = 0
         self.wake.clear()
         for event in events:
             if isinstance(event, Progress):
@@ -101,16 +115,39 @@ class Subscriber:
         return events
 
 
-class OutputLog:
-    """The merged captured stream of one output (see the module docstring)."""
+Sizer = Callable[[Sequence[Any]], int]
+"""The encoded size of a batch of records, in bytes (the API's encoding): what the byte
+limits of retention and of subscribers' queues count. It must not raise."""
 
-    def __init__(self, name: str, minimum: Hashable, peers: int, retention: int) -> None:
+
+class OutputLog:
+    """The merged captured stream of one output (see the module docstring).
+
+    Retention is bounded by ``retention`` records and, given a ``sizer``, by
+    ``retention_bytes`` of encoded records: a cap in records alone would let large records
+    take any amount of memory.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        minimum: Hashable,
+        peers: int,
+        retention: int,
+        retention_bytes: int | None = None,
+        sizer: Sizer | None = None,
+    ) -> None:
         self.name = name
         self.minimum = minimum
         self._frontier: MutableAntichain[Hashable] = MutableAntichain([(minimum, peers)])
         self._retention = retention
+        self._retention_bytes = retention_bytes if sizer is not None else None
+        self._sizer = sizer
         self._times: dict[Hashable, list[Any]] = {}
+        self._bytes: dict[Hashable, int] = {}
+        """Encoded bytes retained per time (with a sizer)."""
         self._retained = 0
+        self.retained_bytes = 0
         self.evicted: list[Hashable] = []
         """The frontier below which completed times may have been forgotten."""
         self.subscribers: list[Subscriber] = []
@@ -138,9 +175,21 @@ class OutputLog:
         count = len(event.records)
         self._retained += count
         self.records_out += count
+        size = 0
+        if self._sizer is not None:
+            size = self._sizer(event.records)  # one call per batch, not per record
+            self._bytes[event.time] = self._bytes.get(event.time, 0) + size
+            self.retained_bytes += size
         for subscriber in self.subscribers:
-            subscriber.offer(event)
+            subscriber.offer(event, size)
         self._evict()
+
+    def _over(self) -> bool:
+        """Whether more is retained than the limits allow."""
+        if self._retained > self._retention:
+            return True
+        most = self._retention_bytes
+        return most is not None and self.retained_bytes > most
 
     def _progress(self, event: Progress) -> None:
         changes = self._frontier.update_iter(event.changes)
@@ -156,19 +205,21 @@ class OutputLog:
         """Forget completed times that are no longer needed.
 
         Those every registered consumer has read past go at once; beyond that, the oldest
-        go whenever more than ``retention`` records are held (the hard bound).
+        go whenever more than ``retention`` records (or ``retention_bytes``) are held (the
+        hard bound).
         """
         frontier = self._frontier
         read = self._read_by_all()
-        if self._retained <= self._retention and read is None:
+        if read is None and not self._over():
             return
         complete = sorted((t for t in self._times if not frontier.less_equal(t)), key=_sort_key)
         forgot = False
         for time in complete:
             consumed = read is not None and not less_equal(read, time)
-            if not consumed and self._retained <= self._retention:
+            if not consumed and not self._over():
                 continue
             self._retained -= len(self._times.pop(time))
+            self.retained_bytes -= self._bytes.pop(time, 0)
             # ``evicted`` keeps the latest forgotten times: everything at or before one of
             # them may be gone.
             if not any(less_equal(time, e) for e in self.evicted):
@@ -308,6 +359,7 @@ class OutputLog:
         limit: int = 1000,
         *,
         frontier: Sequence[Hashable] | None = None,
+        limit_bytes: int | None = None,
     ) -> Subscriber:
         """A new subscriber, fed first the backlog, then live events.
 
@@ -341,9 +393,11 @@ class OutputLog:
         if changes:
             backlog.append(Progress(changes))
         subscriber.limit = max(subscriber.limit, len(backlog) + 1)
-        for event in backlog:
-            subscriber.offer(event)
+        for event in backlog:  # the backlog is taken whole, whatever its size
+            size = self._bytes.get(event.time, 0) if isinstance(event, Messages) else 0
+            subscriber.offer(event, size)
         subscriber.limit = max(limit, 1)
+        subscriber.limit_bytes = limit_bytes if self._sizer is not None else None
         subscriber.output = self
         self.subscribers.append(subscriber)
         return subscriber

@@ -20,7 +20,13 @@ class Limits:
     max_sessions_per_input: int = 1_000
     max_staged_records_per_input: int = 1_000_000
     output_retention_records: int = 1_000_000
+    output_retention_bytes: int = 256 * 1024 * 1024
+    """The encoded bytes of records an output keeps for readers, at most (beside
+    output_retention_records): what retention holds is bounded in memory, whatever the
+    records' sizes."""
     subscriber_queue_events: int = 1_000
+    subscriber_queue_bytes: int = 64 * 1024 * 1024
+    """The encoded bytes of records queued for one subscriber before it is closed as slow."""
     ws_credits: int = 16
     idempotency_keys_kept: int = 10_000
     staged_transaction_seconds: float = 3_600.0

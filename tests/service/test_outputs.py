@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from api.codec import encoded_size
 from operators.capture import Messages, Progress
 from service.app import DataflowManager, DataflowRecord
 from service.app.outputs import OutputLog, sorted_times
@@ -339,6 +340,40 @@ def test_retention_forgets_the_oldest_completed_times_first() -> None:
     assert log.records_out == 10
     # A new subscriber gets only what is retained.
     assert as_tuples(log.subscribe().take()) == [("m", 3, ["j"]), ("p", [(0, -1), (4, 1)])]
+
+
+def test_retention_in_bytes_forgets_the_oldest_completed_times_first() -> None:
+    # Each batch is one record of 8 characters: ["xxxxxxxx"] is 12 bytes as the API sends it.
+    log = OutputLog("out", 0, 1, retention=1_000, retention_bytes=40, sizer=encoded_size)
+    worker = log.pusher()
+    for time in range(4):
+        worker.push(Messages(time, ["x" * 8]))
+    assert (log.retained_bytes, log.evicted) == (48, [])  # over, but nothing is complete
+    worker.push(advance(0, 4))
+    assert log.complete_times(None, None) == [1, 2, 3]
+    assert (log.retained_bytes, log.evicted) == (36, [0])
+    worker.push(Messages(4, ["y" * 100]))  # 104 bytes, not complete: it stays, the rest go
+    assert (log.complete_times(None, None), log.retained_bytes) == ([], 104)
+    assert log.evicted == [3]
+    assert log.records_out == 5
+
+
+def test_a_subscriber_over_its_queued_bytes_is_closed_as_slow() -> None:
+    log = OutputLog("out", 0, 1, retention=1_000, retention_bytes=None, sizer=encoded_size)
+    worker = log.pusher()
+    subscriber = log.subscribe(limit=100, limit_bytes=30)
+    worker.push(Messages(0, ["x" * 8]))
+    worker.push(Messages(0, ["x" * 8]))
+    assert (subscriber.closed, subscriber.queued_bytes) == (None, 24)
+    worker.push(Messages(0, ["x" * 8]))  # 36 bytes queued would be over 30
+    assert subscriber.closed == SLOW
+    assert as_tuples(subscriber.take()) == [("m", 0, ["x" * 8])] * 2
+    # One event larger than the limit is taken into an empty queue (else it could never be).
+    reader = log.subscribe(limit=100, limit_bytes=30)
+    reader.take()
+    worker.push(Messages(1, ["y" * 100]))
+    assert (reader.closed, reader.queued_bytes) == (None, 104)
+    assert as_tuples(reader.take()) == [("m", 1, ["y" * 100])]
 
 
 def test_retention_with_several_workers_waits_for_the_merged_frontier() -> None:
