@@ -17,6 +17,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import itertools
+import math
 import os
 import pickle
 import shutil
@@ -39,8 +40,10 @@ _REPLAY_LIMITS = Limits(
     max_sessions_per_input=1 << 62,
     max_staged_records_per_input=1 << 62,
     idempotency_keys_kept=Limits().idempotency_keys_kept,
+    staged_transaction_seconds=math.inf,
 )
-"""Replay re-applies what was accepted once: no size limit may refuse it the second time."""
+"""Replay re-applies what was accepted once: no size limit may refuse it the second time,
+and no transaction expires by the clock (only the expiries the log holds are applied)."""
 
 
 REPLAY_CHUNK = 32
@@ -247,9 +250,11 @@ def _apply(
         producer.push_columns(session, seq, times, records)
         return len(records)
     if kind == "stage":
-        (transaction,) = meta
+        # (transaction, when): a log written before transactions expired has no time; its
+        # transactions' time then starts at the recovery.
+        transaction, *at = meta
         batch = decode(raw) if raw is not None else data
-        producer.stage(transaction, batch)
+        producer.stage(transaction, batch, at=at[0] if at else None)
         return len(batch)
     if kind == "open":
         session, time = meta
@@ -261,6 +266,9 @@ def _apply(
         producer.close_session(meta[0])
     elif kind == "abort":
         producer.abort(meta[0])
+    elif kind == "expire":
+        transaction, now = meta
+        producer.expire_transaction(transaction, now)
     elif kind == "commit":
         session, transactions, key, advance_to, discard = meta
         producer.commit(session, transactions, key, advance_to, discard)

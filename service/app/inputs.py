@@ -15,14 +15,22 @@ all at once and may advance in the same call; aborting discards them. A commit c
 idempotency key: committing twice with the same key applies once and answers the same. A
 transaction keeps each staging request's batch as it came: pairs, or an Arrow body's
 columns, whose times are checked in bulk and which become Python records only at commit.
+
+A transaction left ``staged_transaction_seconds`` without a staging request, a commit or an
+abort *expires*: its records are discarded (an ``expire`` operation in the input's log, as
+durable as a client's abort), and until its name is aborted, committing it or staging into it
+is :class:`TransactionExpired`, naming when and why. A writer that died (a Spark driver or
+task killed) so stops holding its share of the staging cap for ever.
 """
 
 from __future__ import annotations
 
+import time as wallclock
 import uuid
 from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, Protocol, TypeAlias, cast
 
 from operators import Capability, OperatorBuilder, OutputPort, Stream
@@ -147,12 +155,52 @@ class Transaction:
     """Records staged for an atomic commit: each staging request's batch, as it came."""
 
     id: str
+    touched: float
+    """When the last staging request came (wall-clock seconds): it expires
+    ``staged_transaction_seconds`` after that."""
     chunks: list[Chunk] = field(default_factory=list)
     size: int = 0
     """How many records the chunks hold."""
     logged: list[tuple[Raw | None, Any]] = field(default_factory=list)
     """With a journal: each chunk as it was logged (its raw bytes, or the pairs), so a
     checkpoint of the input can hold the open transaction."""
+
+
+@dataclass(frozen=True, slots=True)
+class Expiry:
+    """A transaction that expired: when it was last staged into, and when it expired."""
+
+    touched: float
+    expired_at: float
+    records: int
+    """How many records were discarded."""
+
+
+class TransactionExpired(Gone):
+    """The transaction expired: nobody staged into, committed or aborted it for too long.
+
+    Its records were discarded (``staged_transaction_seconds``); nothing of the request was
+    applied. Aborting the name clears this, and the name can be used again. ``transaction``
+    and ``expired_at`` (RFC 3339, UTC) travel as extension members of the problem.
+    """
+
+    slug = "transaction-expired"
+    title = "Transaction expired"
+
+    def __init__(self, detail: str, transaction: str, expired_at: str) -> None:
+        super().__init__(detail, transaction=transaction, expired_at=expired_at)
+        self.transaction = transaction
+        self.expired_at = expired_at
+
+
+def rfc3339(seconds: float) -> str:
+    """A wall-clock time as RFC 3339 in UTC, to the millisecond.
+
+    >>> rfc3339(1_700_000_000.5)
+    '2023-11-14T22:13:20.500Z'
+    """
+    moment = datetime.fromtimestamp(seconds, UTC)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _pairs_at_or_after(batch: list[tuple[Hashable, Any]], time: Hashable) -> bool:
@@ -193,6 +241,9 @@ class ProducerInput:
         self.transactions: dict[str, Transaction] = {}
         self._staged = 0
         self._commits: OrderedDict[str, tuple[tuple[str, ...], Ack]] = OrderedDict()
+        self._expired: OrderedDict[str, Expiry] = OrderedDict()
+        """Transactions that expired, until their names are aborted (the latest
+        ``idempotency_keys_kept`` of them): a commit of one is told why it is gone."""
         self.records_in = 0
         self.dropped = False
         self.attached: set[str] = set()
@@ -255,8 +306,9 @@ class ProducerInput:
         return {
             "time": self._time,
             "sessions": [(s.id, s.time, s.seq, s.last_ack) for s in self.sessions.values()],
-            "transactions": [(t.id, t.logged) for t in self.transactions.values()],
+            "transactions": [(t.id, t.logged, t.touched) for t in self.transactions.values()],
             "commits": list(self._commits.items()),
+            "expired": list(self._expired.items()),
             "records_in": self.records_in,
         }
 
@@ -270,8 +322,11 @@ class ProducerInput:
         assert base is not None and not self.sessions
         for session_id, time, seq, last_ack in state["sessions"]:
             self.sessions[session_id] = Session(session_id, base.delayed(time), time, seq, last_ack)
-        for transaction_id, logged in state["transactions"]:
-            transaction = self.transactions[transaction_id] = Transaction(transaction_id)
+        for transaction_id, logged, *touched in state["transactions"]:
+            # A checkpoint written before transactions expired has no time for them: their
+            # time starts now.
+            at = touched[0] if touched else wallclock.time()
+            transaction = self.transactions[transaction_id] = Transaction(transaction_id, at)
             for raw, data in logged:
                 chunk = decode(raw) if raw is not None else data
                 transaction.chunks.append(chunk)
@@ -279,6 +334,7 @@ class ProducerInput:
                 transaction.logged.append((raw, data))
                 self._staged += len(chunk)
         self._commits = OrderedDict(state["commits"])
+        self._expired = OrderedDict(state.get("expired", []))
         self.records_in = state["records_in"]
         time = state["time"]
         if time is None:
@@ -537,14 +593,21 @@ class ProducerInput:
         transaction_id: str,
         batch: list[tuple[Hashable, Any]] | Columns,
         raw: Raw | None = None,
+        at: float | None = None,
     ) -> int:
         """Add records to a transaction (created on first use); returns its size.
 
         ``batch`` is ``(time, record)`` pairs, or :class:`Columns` (an Arrow body), kept as
         they are: their times are checked in bulk here and the records become Python
         objects only when committed. ``raw`` is the batch as it arrived, for the journal.
+        ``at`` is when the request came (wall-clock seconds; now, unless it is replayed):
+        the transaction expires ``staged_transaction_seconds`` after its last one. An
+        expired transaction is :class:`TransactionExpired` until its name is aborted: its
+        earlier records are gone, and more records must not pass for all of them.
         """
         base_time = self._check_open()
+        at = wallclock.time() if at is None else at
+        self._check_not_expired(transaction_id, at, "nothing was staged")
         if self._staged + len(batch) > self._limits.max_staged_records_per_input:
             raise LimitExceeded(
                 f"input {self.name!r} would hold more than max_staged_records_per_input "
@@ -554,10 +617,11 @@ class ProducerInput:
             self._check_staged_pairs(batch, base_time)
         elif len(batch):
             self._check_staged_columns(batch, base_time)
-        self._record("stage", (transaction_id,), raw, batch)
+        self._record("stage", (transaction_id, at), raw, batch)
         transaction = self.transactions.get(transaction_id)
         if transaction is None:
-            transaction = self.transactions[transaction_id] = Transaction(transaction_id)
+            transaction = self.transactions[transaction_id] = Transaction(transaction_id, at)
+        transaction.touched = at
         if len(batch):
             transaction.chunks.append(batch)
             transaction.size += len(batch)
@@ -598,14 +662,75 @@ class ProducerInput:
         return self._staged
 
     def abort(self, transaction_id: str) -> int:
-        """Discard a transaction's staged records; returns how many there were (0 if none)."""
+        """Discard a transaction's staged records; returns how many there were (0 if none).
+
+        Aborting a transaction that expired answers 0 (its records were discarded when it
+        expired) and frees its name for a new transaction.
+        """
         self._check_open()
         if transaction_id not in self.transactions:
+            if transaction_id in self._expired:
+                self._record("abort", (transaction_id,), None, None)
+                del self._expired[transaction_id]
             return 0
         self._record("abort", (transaction_id,), None, None)
         transaction = self.transactions.pop(transaction_id)
         self._staged -= transaction.size
         return transaction.size
+
+    # ----------------------------------------------------------------- expiry
+
+    def expire(self, now: float | None = None) -> list[tuple[str, int]]:
+        """Expire every transaction left ``staged_transaction_seconds`` before ``now``.
+
+        Each expiry is logged (``expire``) before it takes effect, so a restart does not
+        bring the transaction back; its records leave the staging cap at once. Returns the
+        expired transactions and how many records each held. An input closed or dropped
+        has nothing staged.
+        """
+        if self._time is None or self.dropped:
+            return []
+        now = wallclock.time() if now is None else now
+        due = now - self._limits.staged_transaction_seconds
+        stale = [t for t in self.transactions.values() if t.touched <= due]
+        for transaction in stale:
+            self.expire_transaction(transaction.id, now)
+        return [(t.id, t.size) for t in stale]
+
+    def expire_transaction(self, transaction_id: str, now: float) -> None:
+        """Expire one transaction at ``now`` (logged): discard its records, keep why."""
+        transaction = self.transactions.get(transaction_id)
+        if transaction is None:
+            return
+        self._record("expire", (transaction_id, now), None, None)
+        del self.transactions[transaction_id]
+        self._staged -= transaction.size
+        self._expired[transaction_id] = Expiry(transaction.touched, now, transaction.size)
+        while len(self._expired) > self._limits.idempotency_keys_kept:
+            self._expired.popitem(last=False)
+
+    def _check_not_expired(self, transaction_id: str, now: float, outcome: str) -> None:
+        """:class:`TransactionExpired` if the transaction expired (now, if it is due)."""
+        transaction = self.transactions.get(transaction_id)
+        if (
+            transaction is not None
+            and transaction.touched <= now - self._limits.staged_transaction_seconds
+        ):
+            # Due, and the periodic expiry has not come round yet: it expires now, the same
+            # way, so what a request finds does not depend on when that runs.
+            self.expire_transaction(transaction_id, now)
+        expiry = self._expired.get(transaction_id)
+        if expiry is None:
+            return
+        seconds = self._limits.staged_transaction_seconds
+        raise TransactionExpired(
+            f"transaction {transaction_id!r} of input {self.name!r} expired at "
+            f"{rfc3339(expiry.expired_at)}: nothing staged into it, committed it or aborted it "
+            f"for {seconds:g} s (staged_transaction_seconds), so its {expiry.records} records "
+            f"were discarded; {outcome} (abort it to use its name again)",
+            transaction_id,
+            rfc3339(expiry.expired_at),
+        )
 
     def commit(
         self,
@@ -648,6 +773,9 @@ class ProducerInput:
                 self._discard(discard)
             return done[1]
         session = None if session_id is None else self._session(session_id)
+        now = wallclock.time()
+        for t in transaction_ids:
+            self._check_not_expired(t, now, "nothing was committed")
         missing = [t for t in transaction_ids if t not in self.transactions]
         if missing:
             raise NotFound(f"no staged transaction {missing[0]!r} on input {self.name!r}")
@@ -691,6 +819,7 @@ class ProducerInput:
             transaction = self.transactions.pop(t, None)
             if transaction is not None:
                 self._staged -= transaction.size
+            self._expired.pop(t, None)  # discarded as a leftover: its name is free again
 
     def _check_commit(self, chunks: list[Chunk], time: Hashable, what: str) -> None:
         """Every staged record is at or after ``time``; else a precise :class:`Conflict`.
@@ -748,6 +877,7 @@ class ProducerInput:
             self._effect(session.capability.drop)
         self.sessions.clear()
         self.transactions.clear()
+        self._expired.clear()
         self._staged = 0
         self._time = None
         self._effect(self._drop_base)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import logging
+import math
 import time as wallclock
 import uuid
 from collections import OrderedDict
@@ -38,7 +39,14 @@ from operators.graph import (
 )
 from operators.sync import Sequencer
 from service.app.durable import BatchDecoder, InputJournal, Replayed, Store
-from service.app.errors import Gone, Invalid, LimitExceeded, NotFound, Unavailable
+from service.app.errors import (
+    Gone,
+    Invalid,
+    LimitExceeded,
+    NotFound,
+    ServiceError,
+    Unavailable,
+)
 from service.app.frontiers import Feeds, FrontierCodec, FrontierFeed, FrontierWatch
 from service.app.inputs import ProducerInput, producer_input
 from service.app.outputs import OutputLog, Sizer, Subscriber, sorted_times
@@ -150,6 +158,7 @@ class DataflowManager:
         self.recovery_seconds: float | None = None
         self.replayed = Replayed()
         self._recovery: asyncio.Task[None] | None = None
+        self._expiry: asyncio.Task[None] | None = None
         self.fatal: asyncio.Event | None = None
         """Set when the data directory failed (a sync, or recovery): the process must stop."""
         self.dataflows: dict[str, DataflowRecord] = {}
@@ -202,6 +211,8 @@ class DataflowManager:
             self._recovery = loop.create_task(self._recover(stored), name="frontier-recovery")
         else:
             self.ready = True
+        if math.isfinite(self.limits.staged_transaction_seconds):
+            self._expiry = loop.create_task(self._expire_loop(), name="frontier-expiry")
 
     def _journal(self, dataflow: str, index: int, name: str) -> InputJournal:
         journal = self._journals.get((dataflow, name))
@@ -261,6 +272,52 @@ class DataflowManager:
             self.recovery_seconds,
         )
 
+    async def _expire_loop(self) -> None:
+        """Expire staged transactions left ``staged_transaction_seconds``, all along.
+
+        Looked at every twentieth of that bound (between 50 ms and 10 s), so one expires
+        at most that late; a commit or a staging request finds a due one expired at once.
+        """
+        seconds = self.limits.staged_transaction_seconds
+        interval = min(max(seconds / 20, 0.05), 10.0)
+        while True:
+            await asyncio.sleep(interval)
+            if self.ready and self.running:
+                try:
+                    await self.expire_transactions()
+                except Exception:  # a bug must not stop expiry for good: said, tried again
+                    log.exception("expiring staged transactions failed")
+
+    async def expire_transactions(self, now: float | None = None) -> int:
+        """Expire every transaction due at ``now`` (default: the wall clock); how many.
+
+        Each expiry is in its input's log (durable before this returns) so that a restart
+        does not bring the transaction back.
+        """
+        now = wallclock.time() if now is None else now
+        expired = 0
+        for record in list(self.dataflows.values()):
+            for producer in list(record.inputs.values()):
+                try:
+                    gone = producer.expire(now)
+                    if gone:
+                        await producer.durable()
+                except ServiceError as error:  # a full disk: the next round tries again
+                    log.warning("expiring transactions of %s waits: %s", record.id, error)
+                    continue
+                for transaction, records in gone:
+                    log.info(
+                        "transaction %r of input %r of dataflow %s expired: %d records "
+                        "discarded (staged_transaction_seconds %g)",
+                        transaction,
+                        producer.name,
+                        record.id,
+                        records,
+                        self.limits.staged_transaction_seconds,
+                    )
+                expired += len(gone)
+        return expired
+
     async def _caught_up(self) -> None:
         """Wait until the workers have done what they were given (a pause in a replay)."""
         await asyncio.sleep(0)
@@ -303,9 +360,10 @@ class DataflowManager:
             except Exception:  # the engine failed earlier: kept in self.failure
                 pass
         self._tasks.clear()
-        if self._recovery is not None:
-            self._recovery.cancel()
-            await asyncio.gather(self._recovery, return_exceptions=True)
+        for background in (self._recovery, self._expiry):
+            if background is not None:
+                background.cancel()
+                await asyncio.gather(background, return_exceptions=True)
         self._fail_pending("the service stopped")
         if self.store is not None:
             await self.store.close()
