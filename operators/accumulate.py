@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from operators.capability import Capability
 from operators.core import OperatorBuilder
 from operators.held import HeldTimes
 from operators.stream import Stream
@@ -30,9 +29,7 @@ def accumulate(
     input = builder.new_input(stream)
     output, result = builder.new_output()
 
-    def constructor(capabilities: list[Capability]) -> Callable[[], None]:
-        for capability in capabilities:
-            capability.drop()
+    def constructor() -> Callable[[], None]:
         held: HeldTimes[Any] = HeldTimes()
 
         def logic() -> None:
@@ -44,7 +41,7 @@ def accumulate(
 
         return logic
 
-    builder.build(constructor, Interest.ALWAYS)
+    builder.build_reactive(constructor, Interest.ALWAYS)
     return result
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable
 from typing import Any
 
-from operators.capability import Capability
 from operators.core import OperatorBuilder
 from operators.held import HeldTimes
 from operators.stream import Stream
@@ -28,9 +27,7 @@ def aggregate(
     input = builder.new_input(stream, exchange=key)
     output, result = builder.new_output()
 
-    def constructor(capabilities: list[Capability]) -> Callable[[], None]:
-        for capability in capabilities:
-            capability.drop()
+    def constructor() -> Callable[[], None]:
         held: HeldTimes[dict[Hashable, Any]] = HeldTimes()
 
         def logic() -> None:
@@ -45,5 +42,5 @@ def aggregate(
 
         return logic
 
-    builder.build(constructor, Interest.ALWAYS)
+    builder.build_reactive(constructor, Interest.ALWAYS)
     return result

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from operators.capability import Capability
 from operators.core import OperatorBuilder
 from operators.stream import Stream
 
@@ -29,10 +28,7 @@ def branch(
     false_output, false_stream = builder.new_output()
     true_output, true_stream = builder.new_output()
 
-    def constructor(capabilities: list[Capability]) -> Callable[[], None]:
-        for capability in capabilities:
-            capability.drop()
-
+    def constructor() -> Callable[[], None]:
         def logic() -> None:
             for time, records in input.batches():
                 yes: list[Any] = []
@@ -44,5 +40,5 @@ def branch(
 
         return logic
 
-    builder.build(constructor)
+    builder.build_reactive(constructor)
     return false_stream, true_stream

@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from operators.capability import Capability
 from operators.core import OperatorBuilder
 from operators.stream import Stream
 
@@ -40,31 +39,25 @@ def broadcast(stream: Stream, name: str = "Broadcast") -> Stream:
     copy_input = copy.new_input(stream)
     copy_output, pairs = copy.new_output()
 
-    def copy_constructor(capabilities: list[Capability]) -> Callable[[], None]:
-        for capability in capabilities:
-            capability.drop()
-
+    def copy_constructor() -> Callable[[], None]:
         def logic() -> None:
             for time, records in copy_input.batches():
                 copy_output.forward(time, [(w, r) for w in targets for r in records])
 
         return logic
 
-    copy.build(copy_constructor)
+    copy.build_reactive(copy_constructor)
 
     route = OperatorBuilder(stream.scope, f"{name}.Route")
     route_input = route.new_input(pairs, exchange=_first)
     route_output, result = route.new_output()
 
-    def route_constructor(capabilities: list[Capability]) -> Callable[[], None]:
-        for capability in capabilities:
-            capability.drop()
-
+    def route_constructor() -> Callable[[], None]:
         def logic() -> None:
             for time, received in route_input.batches():
                 route_output.forward(time, [record for _, record in received])
 
         return logic
 
-    route.build(route_constructor)
+    route.build_reactive(route_constructor)
     return result

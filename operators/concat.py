@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from operators.capability import Capability
 from operators.core import OperatorBuilder
 from operators.stream import Stream
 
@@ -17,10 +16,7 @@ def concat(streams: list[Stream], name: str = "Concat") -> Stream:
     inputs = [builder.new_input(stream) for stream in streams]
     output, result = builder.new_output()
 
-    def constructor(capabilities: list[Capability]) -> Callable[[], None]:
-        for capability in capabilities:
-            capability.drop()
-
+    def constructor() -> Callable[[], None]:
         def logic() -> None:
             for port, input in enumerate(inputs):
                 for time, records in input.batches():
@@ -28,5 +24,5 @@ def concat(streams: list[Stream], name: str = "Concat") -> Stream:
 
         return logic
 
-    builder.build(constructor)
+    builder.build_reactive(constructor)
     return result

@@ -20,7 +20,9 @@ Every operator in the catalogue is built with :class:`OperatorBuilder`::
 
 ``build`` hands the constructor one capability per output at the scope's minimum time; the
 logic runs each time the operator is scheduled. After each run the operator's consumed,
-produced and capability changes are published together.
+produced and capability changes are published together. Most operators keep none of those
+capabilities (they send only at the times of what they receive): ``build_reactive`` takes a
+constructor without arguments and drops them for it.
 """
 
 from __future__ import annotations
@@ -241,3 +243,20 @@ class OperatorBuilder:
             out.internal.clear()
         core.logic = constructor(capabilities)
         self.scope.builder.place(self.index, core)
+
+    def build_reactive(
+        self, constructor: Callable[[], Logic], interest: Interest = Interest.NEVER
+    ) -> None:
+        """Install logic that holds no capability of its own: ``constructor()`` returns it.
+
+        The operator's initial capabilities are dropped before the constructor runs, so it
+        sends only at the times of the capabilities its inputs' messages bring (``map``,
+        ``count_by``, ``join``, ...).
+        """
+
+        def dropping(capabilities: list[Capability]) -> Logic:
+            for capability in capabilities:
+                capability.drop()
+            return constructor()
+
+        self.build(dropping, interest)

@@ -6,7 +6,6 @@ from collections import Counter
 from collections.abc import Callable, Hashable
 from typing import Any
 
-from operators.capability import Capability
 from operators.core import OperatorBuilder
 from operators.held import HeldTimes
 from operators.stream import Stream
@@ -26,9 +25,7 @@ def count_by(
     input = builder.new_input(stream, exchange=_itself if key is None else key)
     output, result = builder.new_output()
 
-    def constructor(capabilities: list[Capability]) -> Callable[[], None]:
-        for capability in capabilities:
-            capability.drop()
+    def constructor() -> Callable[[], None]:
         held: HeldTimes[Counter[Hashable]] = HeldTimes()
 
         def logic() -> None:
@@ -41,7 +38,7 @@ def count_by(
 
         return logic
 
-    builder.build(constructor, Interest.ALWAYS)
+    builder.build_reactive(constructor, Interest.ALWAYS)
     return result
 
 

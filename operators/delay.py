@@ -40,9 +40,7 @@ def delay(
     input = builder.new_input(stream)
     output, result = builder.new_output()
 
-    def constructor(capabilities: list[Capability]) -> Callable[[], None]:
-        for capability in capabilities:
-            capability.drop()
+    def constructor() -> Callable[[], None]:
         pending: dict[Hashable, tuple[Capability, list[Any]]] = {}
 
         def logic() -> None:
@@ -74,5 +72,5 @@ def delay(
 
         return logic
 
-    builder.build(constructor, Interest.ALWAYS)
+    builder.build_reactive(constructor, Interest.ALWAYS)
     return result

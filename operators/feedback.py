@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable
 
-from operators.capability import Capability
 from operators.core import OperatorBuilder
 from operators.ports import InputPort, OutputPort
 from operators.stream import Stream
@@ -43,10 +42,7 @@ class LoopHandle:
 def _install(
     builder: OperatorBuilder, input: InputPort, output: OutputPort, summary: Hashable
 ) -> None:
-    def constructor(capabilities: list[Capability]) -> Callable[[], None]:
-        for capability in capabilities:
-            capability.drop()
-
+    def constructor() -> Callable[[], None]:
         def logic() -> None:
             for capability, records in input:
                 advanced = results_in(summary, capability.time)
@@ -55,7 +51,7 @@ def _install(
 
         return logic
 
-    builder.build(constructor, Interest.NEVER)
+    builder.build_reactive(constructor, Interest.NEVER)
 
 
 def feedback(scope: Scope, summary: Hashable, name: str = "Feedback") -> tuple[LoopHandle, Stream]:

@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable
 from typing import Any
 
-from operators.capability import Capability
 from operators.core import OperatorBuilder
 from operators.ports import InputPort
 from operators.stream import Stream
@@ -51,9 +50,7 @@ def join(
     second = builder.new_input(right, exchange=lambda r: key_right(r))
     output, result = builder.new_output()
 
-    def constructor(capabilities: list[Capability]) -> Callable[[], None]:
-        for capability in capabilities:
-            capability.drop()
+    def constructor() -> Callable[[], None]:
         left_stash: _Stash = {}
         right_stash: _Stash = {}
 
@@ -99,5 +96,5 @@ def join(
 
         return logic
 
-    builder.build(constructor, Interest.ALWAYS)
+    builder.build_reactive(constructor, Interest.ALWAYS)
     return result

@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable
 from typing import Any
 
-from operators.capability import Capability
 from operators.core import OperatorBuilder
 from operators.stream import Stream
 
@@ -31,17 +30,14 @@ def per_batch(
     input = builder.new_input(stream, exchange=exchange)
     output, result = builder.new_output()
 
-    def constructor(capabilities: list[Capability]) -> Callable[[], None]:
-        for capability in capabilities:
-            capability.drop()
-
+    def constructor() -> Callable[[], None]:
         def logic() -> None:
             for time, records in input.batches():
                 output.forward(time, fn(time, records))
 
         return logic
 
-    builder.build(constructor)
+    builder.build_reactive(constructor)
     return result
 
 

@@ -11,7 +11,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from operators.capability import Capability
 from operators.core import OperatorBuilder
 from operators.stream import Stream
 
@@ -63,10 +62,7 @@ def ok_err(
     ok_output, oks = builder.new_output()
     err_output, errs = builder.new_output()
 
-    def constructor(capabilities: list[Capability]) -> Callable[[], None]:
-        for capability in capabilities:
-            capability.drop()
-
+    def constructor() -> Callable[[], None]:
         def logic() -> None:
             for time, records in input.batches():
                 values: list[Any] = []
@@ -87,5 +83,5 @@ def ok_err(
 
         return logic
 
-    builder.build(constructor)
+    builder.build_reactive(constructor)
     return oks, errs

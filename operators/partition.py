@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from operators.capability import Capability
 from operators.core import OperatorBuilder
 from operators.stream import Stream
 
@@ -46,10 +45,7 @@ def partition(
         outputs.append(output)
         results.append(result)
 
-    def constructor(capabilities: list[Capability]) -> Callable[[], None]:
-        for capability in capabilities:
-            capability.drop()
-
+    def constructor() -> Callable[[], None]:
         def logic() -> None:
             for time, records in input.batches():
                 buckets: list[list[Any]] = [[] for _ in range(parts)]
@@ -66,5 +62,5 @@ def partition(
 
         return logic
 
-    builder.build(constructor)
+    builder.build_reactive(constructor)
     return results
