@@ -278,10 +278,7 @@ class Plan:
 
     def minimum(self) -> Hashable:
         """The least time of the graph's root time domain."""
-        time: Hashable = 0
-        for _ in range(self.spec.time.depth):
-            time = Product(time, 0)
-        return time
+        return self.spec.time.domain().minimum
 
     def build(self, root: Any, context: GraphContext) -> BuiltGraph:
         """Build the dataflow in ``root`` (a worker's scope): call inside ``worker.dataflow``."""

@@ -25,6 +25,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from service.runtime import INTEGERS, TimeDomain
+
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,127}")
 MAX_NODES = 1000
 """The most nodes a graph may have."""
@@ -59,6 +61,17 @@ class TimeSpec:
         if self.depth == 0:
             return "u64"
         return {"product": [TimeSpec(self.depth - 1).describe(), "u64"]}
+
+    def domain(self) -> TimeDomain:
+        """The engine's time domain: its least time and identity summary.
+
+        The one place a depth becomes a domain (the compiler's least time, the manager's
+        dataflows).
+        """
+        domain = INTEGERS
+        for _ in range(self.depth):
+            domain = domain.product()
+        return domain
 
 
 @dataclass(frozen=True, slots=True)

@@ -66,7 +66,7 @@ from service.app.views import (
     StoreStats,
 )
 from service.progress import Antichain, Source
-from service.runtime import INTEGERS, Fabric, TimeDomain, stable_hash
+from service.runtime import Fabric, stable_hash
 from service.store import Durability
 
 log = logging.getLogger("frontier.service")
@@ -106,13 +106,6 @@ class DataflowRecord:
             list(self.plan.spec.inputs()),
             list(self.plan.spec.outputs()),
         )
-
-
-def _domain(depth: int) -> TimeDomain:
-    domain = INTEGERS
-    for _ in range(depth):
-        domain = domain.product()
-    return domain
 
 
 def _no_codec(location: str, frontier: list[Hashable]) -> bytes:
@@ -465,7 +458,7 @@ class DataflowManager:
             self._fail(record, error)
 
         record.built[worker.index] = worker.dataflow(
-            build, domain=_domain(plan.spec.time.depth), on_error=failed
+            build, domain=plan.spec.time.domain(), on_error=failed
         )
 
     def _add_input(self, record: DataflowRecord, producer: ProducerInput) -> None:
