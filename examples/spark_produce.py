@@ -6,6 +6,10 @@ Creates (unless ``--dataflow`` is given) a dataflow counting events per key per 
 is one commit: every row becomes visible at once, and the input advances past the last time,
 so those times complete. Prints the dataflow's id (for ``spark_consume.py``).
 
+The write is named (``writerId``, here ``--writer-id``, by default ``events-<dataflow>``): run
+again with the same name, after a crash say, it is recognised as done and applies nothing
+twice; another write into the same dataflow needs another name.
+
     .venv/bin/python examples/spark_produce.py --url http://127.0.0.1:8080
 """
 
@@ -55,6 +59,7 @@ def main(argv: list[str] | None = None, spark: SparkSession | None = None) -> No
     parser.add_argument("--dataflow", help="an existing dataflow with input 'events'")
     parser.add_argument("--rows", type=int, default=100_000)
     parser.add_argument("--times", type=int, default=10)
+    parser.add_argument("--writer-id", help="the write's name (default: events-<dataflow>)")
     args = parser.parse_args(argv)
 
     dataflow = args.dataflow
@@ -77,6 +82,7 @@ def main(argv: list[str] | None = None, spark: SparkSession | None = None) -> No
         .option("dataflow", dataflow)
         .option("input", "events")
         .option("timeColumn", "t")  # the record is {"key": ..., "id": ...}
+        .option("writerId", args.writer_id or f"events-{dataflow}")
         .save()
     )
     if own:

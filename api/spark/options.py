@@ -5,7 +5,8 @@ Spark hands options over lower-cased with string values; :func:`sink_options` an
 :class:`OptionError` naming the option. The names of transactions, idempotency keys and
 consumers are built here too, so the tasks and the committer agree on them.
 
->>> sink_options({"url": "http://h:1/", "dataflow": "d", "input": "i", "time": "3"}).time
+>>> sink_options({"url": "http://h:1/", "dataflow": "d", "input": "i", "time": "3",
+...               "writerId": "orders-2026-01-05"}).time
 3
 >>> transaction_name("w1", 4, 0)
 'spark.w1.p4.a0'
@@ -44,6 +45,7 @@ _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 _ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_-]{0,99}$")
 
 Advance = Literal["max", "none", "close"]
+LateRows = Literal["fail", "drop"]
 
 
 class OptionError(ValueError):
@@ -66,6 +68,8 @@ SINK_OPTIONS = (
     "writerId",
     "batchSize",
     "maxTaskAttempts",
+    "allowedLateness",
+    "lateRows",
 )
 """Every option the sink takes."""
 SOURCE_OPTIONS = (
@@ -192,7 +196,8 @@ class SinkOptions:
 
     Each row is a record at the time in ``time_column`` (or the fixed ``time``; for a stream
     with neither, ``batchId + time_offset``). The record is the row's other columns as a JSON
-    object, or the JSON text in ``value_column``.
+    object, or the JSON text in ``value_column``. ``writer_id`` names the write (a batch job,
+    or a stream's query): what keeps it exactly once when it is run again.
     """
 
     connection: Connection
@@ -205,6 +210,12 @@ class SinkOptions:
     writer_id: str | None = None
     batch_size: int = DEFAULT_BATCH_SIZE
     max_task_attempts: int = DEFAULT_MAX_TASK_ATTEMPTS
+    allowed_lateness: int = 0
+    """With ``time_column`` and ``advance`` max: how many of the latest times written stay
+    open after a commit (the input advances to the largest time written + 1 - this)."""
+    late_rows: LateRows = "fail"
+    """What becomes of rows before the input's time: ``fail`` the write (unless it was
+    committed before: a re-run), or ``drop`` them."""
 
 
 def sink_options(raw: Mapping[str, str], streaming: bool = False) -> SinkOptions:
@@ -213,9 +224,11 @@ def sink_options(raw: Mapping[str, str], streaming: bool = False) -> SinkOptions
     Options: ``url``, ``dataflow``, ``input`` (required); ``timeColumn`` or ``time`` (one is
     required for a batch write; a stream without either writes at ``batchId + timeOffset``);
     ``valueColumn``; ``advanceFrontier`` (``max``: past the largest time written, the default;
-    ``none``; ``close``: close the input); ``writerId`` (required for a stream: it keys each
-    micro-batch's idempotent commit); ``batchSize`` (rows per request); ``maxTaskAttempts``;
-    ``token``; ``timeout``.
+    ``none``; ``close``: close the input); ``writerId`` (required: it names the write, and
+    keys its idempotent commit, or each micro-batch's); ``allowedLateness`` (with
+    ``timeColumn``: how many of the latest times written stay open); ``lateRows`` (``fail``
+    or ``drop``); ``batchSize`` (rows per request); ``maxTaskAttempts``; ``token``;
+    ``timeout``.
     """
     options = _lower(raw)
     _known(options, SINK_OPTIONS, "sink")
@@ -249,10 +262,28 @@ def sink_options(raw: Mapping[str, str], streaming: bool = False) -> SinkOptions
             "each micro-batch (close the input when the query is done)"
         )
     writer_id = _identifier(options, "writerId")
-    if streaming and writer_id is None:
+    if writer_id is None:
         raise OptionError(
             "a streaming write needs option 'writerId': a name that stays the same across "
             "restarts of the query, so a replayed micro-batch is recognised and applied once"
+            if streaming
+            else "a write needs option 'writerId': a name for this write that stays the same "
+            "when the job is run again (after its driver died, say), so a write committed "
+            "before is recognised and not applied twice; another write needs another name "
+            "(orders-2026-01-05, say)"
+        )
+    lateness = _int(options, "allowedLateness", 0)
+    assert lateness is not None
+    if "allowedlateness" in options and (time_column is None or advance != "max"):
+        raise OptionError(
+            "option 'allowedLateness' is for rows with their own times (option 'timeColumn') "
+            "written with advanceFrontier max: it keeps the latest times open for late rows"
+        )
+    late_rows = options.get("laterows", "fail").strip().lower()
+    if late_rows not in ("fail", "drop"):
+        raise OptionError(
+            f"option 'lateRows' must be fail (a row before the input's time fails the write) "
+            f"or drop (such rows are dropped), not {options['laterows']!r}"
         )
     batch_size = _int(options, "batchSize", DEFAULT_BATCH_SIZE, 1, MAX_BATCH_SIZE)
     attempts = _int(options, "maxTaskAttempts", DEFAULT_MAX_TASK_ATTEMPTS, 1, 1000)
@@ -268,6 +299,8 @@ def sink_options(raw: Mapping[str, str], streaming: bool = False) -> SinkOptions
         writer_id,
         batch_size,
         attempts,
+        lateness,
+        late_rows,  # type: ignore[arg-type]
     )
 
 

@@ -11,12 +11,32 @@ behind to hold the input's frontier. Then it discards every transaction a failed
 speculative attempt may have left: the names are deterministic, so it finds them without a
 listing. An abort discards them all.
 
-A stream's micro-batch replayed after a driver restart commits under the same key: if the
-first run's commit was applied, the server answers it again without applying anything (its
-rows are then before the input's time and cannot even be staged: the tasks report them as
-*late*, and the committer accepts that only when the key was already used). A replay whose
-attempts staged other transactions is refused with the problem type
-``idempotency-key-reused``, which means the same: it was committed before.
+**Retried tasks.** A task that fails aborts what it staged; one killed hard (its executor
+lost, its worker SIGKILLed) cannot. So an attempt ``n > 0`` first discards attempts
+``0 .. n-1`` of its partition: without speculation Spark starts attempt ``n`` only once
+attempt ``n-1`` has failed, so none of them can be the one whose commit message the driver
+takes. With ``spark.speculation`` on, an earlier attempt may still be running and win, so
+they are left alone, to the job's commit (which discards every attempt it does not commit)
+and to the server's expiry of transactions nobody commits (``staged_transaction_seconds``).
+Either way an attempt checks, from the server's answers, that its transaction holds exactly
+the rows it staged: one emptied by another attempt meanwhile fails the task rather than
+commit part of a partition.
+
+**Runs of the same write.** The write is named by ``writerId`` (required): a job run again
+(its driver died before or after the commit) or a stream's micro-batch replayed after a
+restart commits under the same key. If the first run's commit was applied, the server
+answers it again without applying anything (its rows are then before the input's time and
+cannot even be staged: the tasks report them as *late*, and the committer accepts that only
+when the key was already used). A run whose attempts staged other transactions is refused
+with the problem type ``idempotency-key-reused``, which means the same: the committer then
+asks for the first commit's answer with the transactions it names. Unless late rows are
+dropped, the rows of a run answered from the key must be as many as the first commit
+applied: another write under a name used before is refused, not silently skipped.
+
+**Late rows.** With ``timeColumn``, ``allowedLateness`` keeps the latest times written
+open after each commit (the input advances to the largest time + 1 - ``allowedLateness``),
+so a micro-batch may go back that far; ``lateRows=drop`` drops rows before the input's time
+(each task reads it first) instead of failing the write.
 
 The functions here take plain values (no ``TaskContext``) so they are tested without a JVM;
 the Spark classes at the bottom only gather those values.
@@ -28,7 +48,6 @@ import base64
 import contextlib
 import logging
 import time
-import uuid
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future
@@ -63,6 +82,9 @@ COMMIT_TRIES = 3
 COMMIT_BACKOFF = 0.5
 """Seconds before the second commit call (twice that before the third)."""
 
+TRANSACTION_EXPIRED = "https://frontier.dev/problems/transaction-expired"
+"""The problem type of a staged transaction the server discarded as expired."""
+
 IN_FLIGHT = 2
 """Staging requests a task keeps in flight while it builds the next body."""
 
@@ -81,9 +103,14 @@ class FrontierCommitMessage(WriterCommitMessage):  # type: ignore[misc,unused-ig
     attempt: int
     transaction: str
     rows: int
+    """Rows staged."""
     max_time: int | None
     late: str | None = None
     """Why the server refused the rows as before the input's time (``None``: staged)."""
+    seen: int = 0
+    """Rows the task was given: staged, late or dropped."""
+    dropped: int = 0
+    """Rows dropped as before the input's time (``lateRows=drop``)."""
 
 
 # --------------------------------------------------------------------------- Arrow bodies
@@ -218,10 +245,26 @@ class Body:
     max_time: int
 
 
+@dataclass(slots=True)
+class Tally:
+    """What a task was given, and what it dropped."""
+
+    seen: int = 0
+    dropped: int = 0
+
+
 def bodies(
-    batches: Iterable[pa.RecordBatch], options: SinkOptions, fixed: int | None = None
+    batches: Iterable[pa.RecordBatch],
+    options: SinkOptions,
+    fixed: int | None = None,
+    floor: int | None = None,
+    tally: Tally | None = None,
 ) -> Iterator[Body]:
-    """The rows of ``batches`` as request bodies of up to ``options.batch_size`` rows each."""
+    """The rows of ``batches`` as request bodies of up to ``options.batch_size`` rows each.
+
+    Rows at times before ``floor`` are dropped. ``tally`` counts the rows given and dropped.
+    """
+    tally = Tally() if tally is None else tally
     pending: list[pa.RecordBatch] = []
     size = 0
     limit = options.batch_size
@@ -236,9 +279,16 @@ def bodies(
         return body
 
     for raw in batches:
+        tally.seen += raw.num_rows
         if raw.num_rows == 0:
             continue
         batch = frontier_batch(raw, options, fixed)
+        if floor is not None and pc.min(batch.column(0)).as_py() < floor:
+            kept = batch.filter(pc.greater_equal(batch.column(0), floor))
+            tally.dropped += batch.num_rows - kept.num_rows
+            batch = kept
+            if batch.num_rows == 0:
+                continue
         if pending and batch.schema != pending[0].schema:
             yield flush()
         offset = 0
@@ -265,6 +315,55 @@ def _late(error: FrontierError) -> bool:
     return error.status == 409
 
 
+def speculating(context: Any) -> bool:
+    """Whether Spark may run speculative copies of this task (``spark.speculation``).
+
+    The SQL configuration, which starts as the Spark configuration, reaches every task of
+    a query as local properties. When it does not say, speculation is off (Spark's default).
+    """
+    value = None if context is None else context.getLocalProperty("spark.speculation")
+    return str(value).strip().lower() == "true"
+
+
+def _input_time(client: Client, options: SinkOptions) -> int | None:
+    """The input's time now: rows before it are late (``None``: closed, or not integers)."""
+    time = client.input(options.connection.dataflow, options.input).get("time")
+    return time if type(time) is int else None
+
+
+def _discard_earlier(
+    client: Client,
+    options: SinkOptions,
+    writer: str,
+    partition: int,
+    attempt: int,
+    batch_id: int | None,
+    speculation: bool,
+) -> None:
+    """Empty this attempt's transaction, and discard the partition's earlier attempts.
+
+    The transaction is emptied first: a leftover of the same name (a stage retried with the
+    same attempt numbers, a replayed micro-batch) must not add to it. The earlier attempts
+    failed (a task killed hard could not abort its own), unless Spark speculates: then one
+    may still be running, and win, so they are left to the job's commit.
+    """
+    conn = options.connection
+    names = [transaction_name(writer, partition, attempt, batch_id)]
+    if attempt > 0 and not speculation:
+        names += [transaction_name(writer, partition, a, batch_id) for a in range(attempt)]
+    futures = [
+        client.submit(client.aio.abort(conn.dataflow, options.input, name)) for name in names
+    ]
+    discarded = sum(future.result() for future in futures)
+    if discarded and len(names) > 1:
+        log.info(
+            "attempt %d of partition %d discarded %d rows its earlier attempts left staged",
+            attempt,
+            partition,
+            discarded,
+        )
+
+
 def write_partition(
     options: SinkOptions,
     writer: str,
@@ -273,30 +372,35 @@ def write_partition(
     batches: Iterable[pa.RecordBatch],
     batch_id: int | None = None,
     fixed_time: int | None = None,
+    speculation: bool = False,
 ) -> FrontierCommitMessage:
     """Stage one task attempt's rows in its transaction; what was staged.
 
-    The transaction is emptied first (a leftover of the same name, from a stage retried
-    with the same attempt numbers or a replayed micro-batch, must not add to it). A failure
-    of any kind aborts what this attempt staged. Rows the server refuses as before the
-    input's time are *late*: a batch write fails; a stream reports them, and the committer
-    decides (they are fine when the micro-batch was committed before). Earlier attempts of
-    the partition are not touched here: one may be a speculative copy still running, whose
-    rows the job could commit; the job's commit discards every attempt it does not commit.
+    First the transaction is emptied and, unless Spark speculates, the partition's earlier
+    attempts are discarded (:func:`_discard_earlier`). A failure of any kind aborts what
+    this attempt staged. Rows the server refuses as before the input's time are *late*:
+    the task reports them (after counting the rest of its rows), and the committer decides
+    (they are fine when the write was committed before). With ``lateRows=drop`` rows
+    before the input's time (read first) are dropped instead. The transaction must hold
+    exactly the rows staged, or the task fails.
     """
     conn = options.connection
     name = transaction_name(writer, partition, attempt, batch_id)
+    batches = iter(batches)  # what a late body leaves of it is counted after
     rows = 0
     top: int | None = None
+    tally = Tally()
     with _client(options) as client:
-        client.abort(conn.dataflow, options.input, name)
+        _discard_earlier(client, options, writer, partition, attempt, batch_id, speculation)
+        floor = _input_time(client, options) if options.late_rows == "drop" else None
         in_flight: deque[Future[int]] = deque()
+        held = 0  # the transaction's size, as the server's answers say
         try:
-            for body in bodies(batches, options, fixed_time):
+            for body in bodies(batches, options, fixed_time, floor, tally):
                 if body.max_time > MAX_SPARK_TIME:  # pragma: no cover - int64 cannot
                     raise SinkError(f"time {body.max_time} does not fit a Spark LONG")
                 while len(in_flight) >= IN_FLIGHT:
-                    in_flight.popleft().result()
+                    held = max(held, in_flight.popleft().result())
                 in_flight.append(
                     client.submit(
                         client.aio.stage_arrow(conn.dataflow, options.input, name, body.data)
@@ -305,7 +409,13 @@ def write_partition(
                 rows += body.rows
                 top = body.max_time if top is None else max(top, body.max_time)
             while in_flight:
-                in_flight.popleft().result()
+                held = max(held, in_flight.popleft().result())
+            if held != rows:
+                raise SinkError(
+                    f"transaction {name} holds {held} rows, not the {rows} this attempt "
+                    f"staged: another attempt of partition {partition} discarded or added "
+                    f"to it meanwhile"
+                )
         except BaseException as error:
             # Let the requests in flight finish (cancelling one does not unsend it): an
             # abort sent before they land would leave their rows staged.
@@ -318,15 +428,30 @@ def write_partition(
                 with contextlib.suppress(Exception):
                     client.abort(conn.dataflow, options.input, name)
                 raise
-            if not _late(error) or batch_id is None:
-                client.abort(conn.dataflow, options.input, name)
+            client.abort(conn.dataflow, options.input, name)
+            if not _late(error):
                 raise SinkError(
                     f"staging rows of partition {partition} in input {options.input!r} "
                     f"failed: {error}"
                 ) from error
-            client.abort(conn.dataflow, options.input, name)
-            return FrontierCommitMessage(partition, attempt, name, 0, None, str(error))
-    return FrontierCommitMessage(partition, attempt, name, rows, top)
+            # Before the input's time: fine if this write was committed before (a re-run),
+            # which only the committer can tell. It needs the count of the rows.
+            for raw in batches:
+                tally.seen += raw.num_rows
+            return FrontierCommitMessage(
+                partition, attempt, name, 0, None, str(error), tally.seen, tally.dropped
+            )
+    if tally.dropped:
+        log.warning(
+            "partition %d dropped %d rows before input %r's time %s (lateRows=drop)",
+            partition,
+            tally.dropped,
+            options.input,
+            floor,
+        )
+    return FrontierCommitMessage(
+        partition, attempt, name, rows, top, None, tally.seen, tally.dropped
+    )
 
 
 # --------------------------------------------------------------------------- the committer
@@ -379,7 +504,8 @@ def _advance_to(
     if batch_time is not None:
         return batch_time + 1
     tops = [m.max_time for m in messages if m.max_time is not None]
-    return max(tops) + 1 if tops else None
+    # The latest allowedLateness times stay open (an input already past it stays).
+    return max(0, max(tops) + 1 - options.allowed_lateness) if tops else None
 
 
 def _already_committed(error: FrontierError) -> bool:
@@ -399,11 +525,15 @@ def commit_writes(
     One session-less commit call (at the input's time) with idempotency key
     :func:`~api.spark.options.idempotency_key`, which advances the input as
     ``advanceFrontier`` says (a micro-batch without rows still advances, under its key) and
-    discards every other attempt's transaction in the same call (a replay's too: the server
-    discards them when it answers from the key). Only when no commit was made, or it was
-    refused as a replay of other attempts, are the leftovers aborted one by one. With
-    ``close`` the input is closed after. Returns the commit's ack (``None`` if there was
-    nothing to commit, or it had been applied before).
+    discards every other attempt's transaction in the same call (a re-run's too: the server
+    discards them when it answers from the key). Only when no commit was made are the
+    leftovers aborted one by one. With ``close`` the input is closed after. Returns the
+    commit's ack: the first commit's when the write was committed before (``None`` if there
+    was nothing to commit).
+
+    A write answered from its key must have as many rows as the first commit applied
+    (unless ``lateRows=drop``, which leaves no count to compare): another write under a
+    ``writerId`` used before is a :class:`SinkError`, not rows silently skipped.
     """
     conn = options.connection
     done = [m for m in messages if m is not None]
@@ -423,7 +553,7 @@ def commit_writes(
                     conn.dataflow, options.input, names, key, advance, discard=leftovers
                 )
 
-            ack = _commit(commit, transactions, key, advance, late)
+            ack = _commit(commit, transactions, key, advance, late, _late_hint(options))
         if options.advance == "close":
             client.close_input(conn.dataflow, options.input)  # discards everything staged
         elif ack is None:
@@ -432,7 +562,34 @@ def commit_writes(
             except FrontierError as error:
                 # The rows are committed: a leftover only holds staging space until aborted.
                 log.warning("discarding leftover transactions of %s failed: %s", key, error)
+    dropped = sum(m.dropped for m in done)
+    if dropped:
+        log.warning(
+            "%s: %d rows before the input's time were dropped (lateRows=drop)", key, dropped
+        )
+    if ack is not None and options.late_rows == "fail":
+        seen = sum(m.seen for m in done)
+        applied = ack.get("applied") if isinstance(ack, dict) else None
+        if isinstance(applied, int) and applied != seen:
+            what = f"writerId {writer!r}" + (
+                "" if batch_id is None else f" (micro-batch {batch_id})"
+            )
+            raise SinkError(
+                f"{what} was committed before with {applied} rows, and this write has {seen}: "
+                f"it is not a run of that write again, and nothing of it was applied (give "
+                f"another write another writerId)"
+            )
     return ack
+
+
+def _late_hint(options: SinkOptions) -> str:
+    """What to change when rows are before the input's time."""
+    if options.time_column is None:
+        return "choose a later time or timeOffset"
+    return (
+        "option allowedLateness keeps the latest times written open for late rows, and "
+        "lateRows=drop drops rows later still"
+    )
 
 
 def _commit(
@@ -441,32 +598,54 @@ def _commit(
     key: str,
     advance: int | None,
     late: Sequence[FrontierCommitMessage],
+    hint: str = "choose a later time",
 ) -> Any:
     """``commit(transactions, key, advance)``, repeated with the same key if the answer is lost.
 
-    A key used before (``idempotency-key-reused``) is a replay: ``None``, nothing applied.
+    A key used before with other transactions (``idempotency-key-reused``) is a re-run:
+    the first commit's ack is asked for with the transactions the problem names (nothing is
+    applied), or ``None`` if the problem names none.
     """
     try:
-        for attempt in range(COMMIT_TRIES):
-            try:
-                return commit(transactions, key, advance)
-            except (FrontierConnectionError, aiohttp.ClientError, TimeoutError) as error:
-                # The answer was lost, not necessarily the commit: the same key is safe.
-                if attempt + 1 == COMMIT_TRIES:
-                    raise
-                log.warning("commit %s: %r; trying again", key, error)
-                time.sleep(COMMIT_BACKOFF * (attempt + 1))
-        raise AssertionError("unreachable")  # pragma: no cover
+        return _repeated(commit, transactions, key, advance)
     except FrontierError as error:
         if _already_committed(error):
-            log.info("commit %s was applied before (a replay): not applied again", key)
-            return None
+            log.info("commit %s was applied before (a re-run): not applied again", key)
+            committed = error.problem.get("committed")
+            if not isinstance(committed, list) or not committed:
+                return None
+            return _repeated(commit, [str(name) for name in committed], key, advance)
         if late and error.status == 404:
             raise SinkError(
                 f"rows are before the input's time, and {key} was never committed: "
-                f"{late[0].late} (choose a later time or timeOffset)"
+                f"{late[0].late} ({hint})"
+            ) from error
+        if error.type == TRANSACTION_EXPIRED:
+            raise SinkError(
+                f"the server discarded rows this write staged, as nobody committed them for "
+                f"its staged_transaction_seconds: {error}; nothing was committed (run the "
+                f"write again)"
             ) from error
         raise
+
+
+def _repeated(
+    commit: Callable[[list[str], str, int | None], Any],
+    transactions: list[str],
+    key: str,
+    advance: int | None,
+) -> Any:
+    """``commit(...)``, called again with the same key while its answer is lost."""
+    for attempt in range(COMMIT_TRIES):
+        try:
+            return commit(transactions, key, advance)
+        except (FrontierConnectionError, aiohttp.ClientError, TimeoutError) as error:
+            # The answer was lost, not necessarily the commit: the same key is safe.
+            if attempt + 1 == COMMIT_TRIES:
+                raise
+            log.warning("commit %s: %r; trying again", key, error)
+            time.sleep(COMMIT_BACKOFF * (attempt + 1))
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def abort_writes(
@@ -505,19 +684,27 @@ def _task() -> tuple[int, int, Any]:
 class FrontierWriter(DataSourceArrowWriter):  # type: ignore[misc,unused-ignore]
     """The batch writer: ``df.write.format("frontier")``.
 
-    Its id (``writerId``, else a fresh uuid) is chosen here, on the driver's side, and
-    travels pickled to the tasks and the committer.
+    Its id is the write's ``writerId`` (required: a job run again must present the same
+    one); it travels pickled to the tasks and the committer.
     """
 
     def __init__(self, options: SinkOptions) -> None:
         self.options = options
-        self.writer = options.writer_id or uuid.uuid4().hex
+        assert options.writer_id is not None  # checked by sink_options
+        self.writer = options.writer_id
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> FrontierCommitMessage:
         """Stage this task's rows."""
-        partition, attempt, _ = _task()
+        partition, attempt, context = _task()
         return write_partition(
-            self.options, self.writer, partition, attempt, iterator, None, self.options.time
+            self.options,
+            self.writer,
+            partition,
+            attempt,
+            iterator,
+            None,
+            self.options.time,
+            speculating(context),
         )
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
@@ -560,6 +747,7 @@ class FrontierStreamWriter(DataSourceStreamArrowWriter):  # type: ignore[misc,un
             iterator,
             batch_id,
             self.batch_time(batch_id),
+            speculating(context),
         )
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:

@@ -10,7 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pyspark.sql import SparkSession
 
+import api.spark
 from api.client import Client
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -87,6 +89,28 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
+
+
+@pytest.fixture(scope="session")
+def spark(server: str) -> Iterator[SparkSession]:
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    java = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+    session = (
+        SparkSession.builder.master("local[2,2]")  # two threads; a task may fail once
+        .appName("frontier-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.driver.extraJavaOptions", java)
+        .config("spark.executor.extraJavaOptions", java)
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.streaming.stopTimeout", "10s")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    api.spark.register(session)
+    yield session
+    session.stop()
 
 
 @pytest.fixture

@@ -59,7 +59,8 @@ PLAIN = StructType([StructField("time", LongType()), StructField("record", Strin
 
 
 def sink(url: str, dataflow: str, streaming: bool = False, **extra: str) -> SinkOptions:
-    return sink_options({"url": url, "dataflow": dataflow, "input": "rows", **extra}, streaming)
+    options = {"url": url, "dataflow": dataflow, "input": "rows", "writerId": "w", **extra}
+    return sink_options(options, streaming)
 
 
 def source(url: str, dataflow: str, **extra: str) -> SourceOptions:
@@ -198,8 +199,9 @@ def test_a_failed_attempts_transaction_is_swept_and_only_the_successful_one_comm
     write_partition(options, writer, 0, 0, [batch([0] * 10, ["lost"] * 10)])
     retried = write_partition(options, writer, 0, 1, [batch([0] * 5, ["a"] * 5)])
     other = write_partition(options, writer, 1, 0, [batch([1] * 5, ["b"] * 5)])
-    # a speculative attempt of partition 1 left rows too
-    write_partition(options, writer, 1, 2, [batch([1] * 5, ["dup"] * 5)])
+    # a speculative attempt of partition 1 left rows too (Spark speculates: attempt 2 does
+    # not discard attempt 0, which may be, and is, the one the driver commits)
+    write_partition(options, writer, 1, 2, [batch([1] * 5, ["dup"] * 5)], speculation=True)
     commit_writes(options, writer, [retried, other])
     wait_for(lambda: frontier(client, dataflow) == [2])
     assert counts(client, dataflow) == {0: {"a": 5}, 1: {"b": 5}}
@@ -238,15 +240,32 @@ def test_advance_frontier_none_leaves_the_input_and_close_closes_it(
     assert counts(client, dataflow) == {5: {"a": 1}, 6: {"b": 1}}
 
 
-def test_rows_before_the_inputs_time_fail_a_batch_task(client: Client, server: str) -> None:
+def test_rows_before_the_inputs_time_fail_a_batch_write_never_committed(
+    client: Client, server: str
+) -> None:
     dataflow = client.create_dataflow(COUNTS)["id"]
     session = client.session(dataflow, "rows")
     session.advance(10)
     session.close()
-    options = sink(server, dataflow, timeColumn="t")
-    with pytest.raises(SinkError, match="before input 'rows'"):
-        write_partition(options, "w1", 0, 0, [batch([12, 3], ["a", "b"])])
+    options = sink(server, dataflow, timeColumn="t", batchSize="2")
+    late = write_partition(options, "w1", 0, 0, [batch([12, 13, 3], ["a", "b", "c"])])
+    # The task reports them (and how many rows it had); only the committer can tell a
+    # re-run of a write committed before from a write that is late.
+    assert (late.rows, late.seen, late.late) == (
+        0,
+        3,
+        "409: record 0 is at 3, before input 'rows''s time 10: it could never be committed; "
+        "nothing was staged",
+    )
     assert nothing_staged(client, dataflow, ["spark.w1.p0.a0"])
+    with pytest.raises(SinkError) as refused:
+        commit_writes(options, "w1", [late])
+    assert str(refused.value) == (
+        f"rows are before the input's time, and spark.w1 was never committed: {late.late} "
+        "(option allowedLateness keeps the latest times written open for late rows, and "
+        "lateRows=drop drops rows later still)"
+    )
+    assert records(client, dataflow) == []
 
 
 def stream_writer(server: str, dataflow: str, writer: str, **extra: str) -> FrontierStreamWriter:
@@ -535,11 +554,10 @@ def test_a_commit_whose_answer_is_lost_is_repeated_with_the_same_key(
 
 
 def test_the_writer_travels_pickled_with_its_id() -> None:
-    writer = FrontierWriter(sink("http://x", "d", time="0"))
+    writer = FrontierWriter(sink("http://x", "d", time="0", writerId="orders-2026-01-05"))
     again = pickle.loads(pickle.dumps(writer))
-    assert again.writer == writer.writer and len(writer.writer) == 32
-    assert FrontierWriter(sink("http://x", "d", time="0")).writer != writer.writer
-    message = FrontierCommitMessage(3, 1, "spark.w.p3.a1", 10, 7)
+    assert again.writer == writer.writer == "orders-2026-01-05"
+    message = FrontierCommitMessage(3, 1, "spark.w.p3.a1", 10, 7, None, 12, 2)
     assert pickle.loads(pickle.dumps(message)) == message
 
 
@@ -565,8 +583,9 @@ def test_a_commit_leaves_no_session_and_no_transaction_behind(client: Client, se
     dataflow = client.create_dataflow(COUNTS)["id"]
     options = sink(server, dataflow, timeColumn="t")
     writer = "w" + uuid.uuid4().hex
-    write_partition(options, writer, 0, 0, [batch([0] * 4, ["lost"] * 4)])  # a failed attempt
-    retried = write_partition(options, writer, 0, 1, [batch([0, 1], ["a", "b"])])
+    # a failed attempt, and a speculative one still running when the other won
+    write_partition(options, writer, 0, 0, [batch([0] * 4, ["lost"] * 4)])
+    retried = write_partition(options, writer, 0, 1, [batch([0, 1], ["a", "b"])], speculation=True)
     described = client.input(dataflow, "rows")
     assert (described["staged"], [t["staged"] for t in described["transactions"]]) == (6, [4, 2])
     ack = commit_writes(options, writer, [retried])
@@ -609,7 +628,7 @@ def test_a_misspelt_option_is_refused_naming_the_one_meant() -> None:
     assert str(sink_error.value) == (
         "the frontier sink has no option 'timecolum' (did you mean 'timeColumn'?); it takes "
         "url, dataflow, token, timeout, input, timeColumn, time, timeOffset, valueColumn, "
-        "advanceFrontier, writerId, batchSize, maxTaskAttempts"
+        "advanceFrontier, writerId, batchSize, maxTaskAttempts, allowedLateness, lateRows"
     )
     with pytest.raises(OptionError) as source_error:
         source_options({**base, "output": "out", "endTime": "5"})
@@ -620,7 +639,8 @@ def test_a_misspelt_option_is_refused_naming_the_one_meant() -> None:
         source_options({**base, "output": "out", "colour": "red"})
     assert str(unrelated.value).startswith("the frontier source has no option 'colour'; it takes")
     # What Spark itself passes along is not ours to refuse.
-    assert sink_options({**base, "input": "rows", "time": "0", "path": "p"}).input == "rows"
+    passed = {**base, "input": "rows", "time": "0", "writerId": "w", "path": "p"}
+    assert sink_options(passed).input == "rows"
 
 
 def test_a_stream_with_an_ending_time_reads_up_to_it_then_nothing(
@@ -655,3 +675,141 @@ def test_a_task_failing_for_any_reason_leaves_nothing_staged(client: Client, ser
         write_partition(options, writer, 0, 0, rows_then_a_crash())
     assert client.input(dataflow, "rows")["staged"] == 0
     assert nothing_staged(client, dataflow, [transaction_name(writer, 0, 0)])
+
+
+# --------------------------------------------------------------------------- issue 16: retries
+
+
+def staged(client: Client, dataflow: str) -> dict[str, int]:
+    return {t["transaction"]: t["staged"] for t in client.input(dataflow, "rows")["transactions"]}
+
+
+def test_a_retried_attempt_discards_its_partitions_earlier_attempts_unless_spark_speculates(
+    client: Client, server: str
+) -> None:
+    dataflow = client.create_dataflow(COUNTS)["id"]
+    options = sink(server, dataflow, timeColumn="t")
+    writer = "w" + uuid.uuid4().hex
+    # Attempt 0 of each partition staged, then was killed: it could not abort.
+    write_partition(options, writer, 0, 0, [batch([0] * 3, ["lost"] * 3)])
+    write_partition(options, writer, 1, 0, [batch([1] * 4, ["kept"] * 4)])
+    other = write_partition(options, "other" + writer, 0, 0, [batch([0], ["x"])])
+    # Without speculation attempt 1 starts only once attempt 0 failed: it discards it.
+    retried = write_partition(options, writer, 0, 1, [batch([0] * 2, ["a"] * 2)])
+    # With it, attempt 0 may still be running and be the one whose message the driver
+    # takes: left alone (the job's commit discards it).
+    speculative = write_partition(
+        options, writer, 1, 1, [batch([1] * 2, ["b"] * 2)], speculation=True
+    )
+    assert staged(client, dataflow) == {
+        transaction_name(writer, 1, 0): 4,
+        other.transaction: 1,
+        retried.transaction: 2,
+        speculative.transaction: 2,
+    }
+    commit_writes(options, writer, [retried, speculative])
+    assert staged(client, dataflow) == {other.transaction: 1}
+    wait_for(lambda: frontier(client, dataflow) == [2])
+    assert counts(client, dataflow) == {0: {"a": 2}, 1: {"b": 2}}
+
+
+def test_an_attempt_whose_transaction_was_emptied_meanwhile_fails(
+    client: Client, server: str
+) -> None:
+    """What an attempt staged must all be in its transaction when it reports: another
+    attempt discarding it meanwhile (a speculative copy Spark runs unbeknown to the sink)
+    fails the attempt instead of letting the job commit part of the partition."""
+    dataflow = client.create_dataflow(COUNTS)["id"]
+    options = sink(server, dataflow, timeColumn="t", batchSize="10")
+    writer = "w" + uuid.uuid4().hex
+    name = transaction_name(writer, 0, 0)
+
+    def rows_and_a_discard() -> Iterator[pa.RecordBatch]:
+        for index in range(4):
+            if index == 3:  # the first body has landed: another attempt discards them
+                client.abort(dataflow, "rows", name)
+            yield batch([0] * 10, ["a"] * 10)
+
+    with pytest.raises(SinkError, match=rf"^transaction {name} holds \d+ rows, not the 40 this"):
+        write_partition(options, writer, 0, 0, rows_and_a_discard())
+    assert staged(client, dataflow) == {}
+
+
+# --------------------------------------------------------------------------- issue 16: re-runs
+
+
+def test_a_write_run_again_is_answered_as_the_first_run_was(client: Client, server: str) -> None:
+    dataflow = client.create_dataflow(COUNTS)["id"]
+    options = sink(server, dataflow, timeColumn="t", advanceFrontier="none")
+    writer = "w" + uuid.uuid4().hex
+    first = commit_writes(
+        options, writer, [write_partition(options, writer, 0, 0, [batch([0, 1], ["a", "b"])])]
+    )
+    assert first == {"seq": None, "session_time": None, "input_frontier": [0], "applied": 2}
+    # Run again: another attempt staged this time, so other transactions under the key.
+    again = write_partition(options, writer, 0, 1, [batch([0, 1], ["a", "b"])])
+    assert commit_writes(options, writer, [again]) == first
+    assert staged(client, dataflow) == {}
+    # Another write under the same name is not a re-run: refused, not skipped in silence.
+    other = write_partition(options, writer, 0, 0, [batch([0, 1, 2], ["a", "b", "c"])])
+    with pytest.raises(SinkError) as refused:
+        commit_writes(options, writer, [other])
+    assert str(refused.value) == (
+        f"writerId {writer!r} was committed before with 2 rows, and this write has 3: it is "
+        "not a run of that write again, and nothing of it was applied (give another write "
+        "another writerId)"
+    )
+    assert staged(client, dataflow) == {}
+    assert client.input(dataflow, "rows")["records_in"] == 2
+
+
+# --------------------------------------------------------------------------- issue 16: lateness
+
+
+def test_allowed_lateness_keeps_the_latest_times_open(client: Client, server: str) -> None:
+    dataflow = client.create_dataflow(COUNTS)["id"]
+    writer = stream_writer(
+        server, dataflow, "w" + uuid.uuid4().hex, timeColumn="t", allowedLateness="3"
+    )
+
+    def micro_batch(batch_id: int, times: list[int]) -> None:
+        message = write_partition(
+            writer.options, writer.writer, 0, 0, [batch(times, ["k"] * len(times))], batch_id
+        )
+        writer.commit([message], batch_id)
+
+    micro_batch(0, [10, 12])
+    assert client.input_frontier(dataflow, "rows") == [10]  # 12 + 1 - 3: 10, 11, 12 open
+    micro_batch(1, [10, 11])
+    assert client.input_frontier(dataflow, "rows") == [10]  # never backwards
+    micro_batch(2, [11, 15])
+    assert client.input_frontier(dataflow, "rows") == [13]
+    with pytest.raises(SinkError) as refused:
+        micro_batch(3, [12])
+    assert str(refused.value) == (
+        f"rows are before the input's time, and spark.{writer.writer}.b3 was never committed: "
+        "409: record 0 is at 12, before input 'rows''s time 13: it could never be committed; "
+        "nothing was staged (option allowedLateness keeps the latest times written open for "
+        "late rows, and lateRows=drop drops rows later still)"
+    )
+    wait_for(lambda: frontier(client, dataflow) == [13])
+    assert counts(client, dataflow) == {10: {"k": 2}, 11: {"k": 2}, 12: {"k": 1}}
+
+
+def test_late_rows_are_dropped_when_asked(client: Client, server: str) -> None:
+    dataflow = client.create_dataflow(COUNTS)["id"]
+    session = client.session(dataflow, "rows")
+    session.advance(10)
+    session.close()
+    options = sink(server, dataflow, timeColumn="t", lateRows="drop", batchSize="2")
+    message = write_partition(options, "w1", 0, 0, [batch([12, 3, 13, 9, 10], list("abcde"))])
+    assert (message.rows, message.seen, message.dropped, message.max_time) == (3, 5, 2, 13)
+    ack = commit_writes(options, "w1", [message])
+    assert (ack["applied"], ack["input_frontier"]) == (3, [14])
+    wait_for(lambda: frontier(client, dataflow) == [14])
+    assert counts(client, dataflow) == {10: {"e": 1}, 12: {"a": 1}, 13: {"c": 1}}
+    # Run again, everything is late and dropped: nothing to commit, nothing applied.
+    again = write_partition(options, "w1", 0, 0, [batch([12, 3, 13, 9, 10], list("abcde"))])
+    assert (again.rows, again.seen, again.dropped) == (0, 5, 5)
+    assert commit_writes(options, "w1", [again]) is None
+    assert client.input(dataflow, "rows")["records_in"] == 3

@@ -37,11 +37,17 @@ def test_sink_options_arrive_lower_cased_and_as_strings() -> None:
 
 
 def test_sink_options_accept_any_case_and_have_defaults() -> None:
-    options = sink_options({**BASE, "Input": "rows", "Time": "4"})
+    options = sink_options({**BASE, "Input": "rows", "Time": "4", "WriterId": "w"})
     assert options.time == 4
     assert options.advance == "max"
     assert options.batch_size == DEFAULT_BATCH_SIZE
     assert options.value_column is None
+    assert (options.allowed_lateness, options.late_rows) == (0, "fail")
+    late = sink_options(
+        {**BASE, "input": "i", "timeColumn": "t", "writerId": "w", "allowedLateness": "3"}
+        | {"lateRows": "DROP"}
+    )
+    assert (late.allowed_lateness, late.late_rows) == (3, "drop")
 
 
 @pytest.mark.parametrize(
@@ -64,13 +70,34 @@ def test_sink_options_accept_any_case_and_have_defaults() -> None:
         ({**BASE, "input": "i", "time": "0", "timeoffset": "3"}, "for streaming writes"),
         ({**BASE, "input": "i", "time": "0", "timeout": "-1"}, "timeout"),
         ({**BASE, "input": "i", "timecolumn": "v", "valuecolumn": "v"}, "same column"),
+        ({**BASE, "input": "i", "time": "0", "allowedlateness": "2"}, "rows with their own"),
+        (
+            {**BASE, "input": "i", "timecolumn": "t", "allowedlateness": "2"}
+            | {"advancefrontier": "none"},
+            "advanceFrontier max",
+        ),
+        ({**BASE, "input": "i", "timecolumn": "t", "allowedlateness": "-1"}, "from 0 to"),
+        ({**BASE, "input": "i", "time": "0", "laterows": "skip"}, "'lateRows' must be fail"),
     ],
 )
 def test_bad_sink_options_are_refused_naming_the_option(
     options: dict[str, str], message: str
 ) -> None:
     with pytest.raises(OptionError, match=message):
-        sink_options(options)
+        sink_options({"writerid": "w", **options})
+
+
+def test_a_batch_write_needs_a_writer_id() -> None:
+    """A job run again must be known for the same write: Spark gives the sink nothing that
+    outlives the driver, and rows alone cannot tell a re-run from a second write of them."""
+    with pytest.raises(OptionError) as refused:
+        sink_options({**BASE, "input": "rows", "timeColumn": "t"})
+    assert str(refused.value) == (
+        "a write needs option 'writerId': a name for this write that stays the same when the "
+        "job is run again (after its driver died, say), so a write committed before is "
+        "recognised and not applied twice; another write needs another name "
+        "(orders-2026-01-05, say)"
+    )
 
 
 def test_a_stream_needs_a_writer_id_and_defaults_to_batch_times() -> None:
@@ -83,7 +110,8 @@ def test_a_stream_needs_a_writer_id_and_defaults_to_batch_times() -> None:
 
 
 def test_the_largest_spark_long_is_the_largest_time() -> None:
-    assert sink_options({**BASE, "input": "i", "time": str(MAX_SPARK_TIME)}).time == 2**63 - 1
+    largest = sink_options({**BASE, "input": "i", "time": str(MAX_SPARK_TIME), "writerId": "w"})
+    assert largest.time == 2**63 - 1
 
 
 def test_source_options_and_schema() -> None:

@@ -21,7 +21,6 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-import api.spark
 from api.client import Client, FrontierError
 from api.spark.options import transaction_name
 from tests.spark.conftest import COUNTS, IDENTITY, ROOT, start_server, wait_for
@@ -29,28 +28,6 @@ from tests.spark.conftest import COUNTS, IDENTITY, ROOT, start_server, wait_for
 ROWS = 100_000
 TIMES = 10
 KEYS = 7
-
-
-@pytest.fixture(scope="session")
-def spark(server: str) -> Iterator[SparkSession]:
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    java = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
-    session = (
-        SparkSession.builder.master("local[2,2]")  # two threads; a task may fail once
-        .appName("frontier-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.driver.extraJavaOptions", java)
-        .config("spark.executor.extraJavaOptions", java)
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.streaming.stopTimeout", "10s")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    api.spark.register(session)
-    yield session
-    session.stop()
 
 
 def frontier_options(server: str, dataflow: str) -> dict[str, str]:
@@ -89,7 +66,7 @@ def test_spark_writes_100k_rows_and_reads_the_counts_back_in_batch_and_streaming
     options = frontier_options(server, dataflow)
     events(spark).write.format("frontier").mode("append").options(**options).option(
         "input", "rows"
-    ).option("timeColumn", "t").save()
+    ).option("timeColumn", "t").option("writerId", "events-" + dataflow).save()
     assert client.input_frontier(dataflow, "rows") == [TIMES]
     # pushed, but not complete: must not be read
     late = client.session(dataflow, "rows")
@@ -280,7 +257,9 @@ def test_an_identity_dataflow_round_trips_typed_rows(
     )
     frame.write.format("frontier").mode("append").options(
         **frontier_options(server, dataflow)
-    ).option("input", "rows").option("timeColumn", "t").option("advanceFrontier", "close").save()
+    ).option("input", "rows").option("timeColumn", "t").option("advanceFrontier", "close").option(
+        "writerId", "typed-" + dataflow
+    ).save()
     wait_for(lambda: client.output_frontier(dataflow, "out") == [])
     back = (
         spark.read.format("frontier")
@@ -295,7 +274,7 @@ def test_an_identity_dataflow_round_trips_typed_rows(
     with pytest.raises(Exception, match=r'use mode\("append"\)'):
         frame.write.format("frontier").mode("overwrite").options(
             **frontier_options(server, dataflow)
-        ).option("input", "rows").option("time", "9").save()
+        ).option("input", "rows").option("time", "9").option("writerId", "again").save()
 
 
 def test_a_batch_job_whose_driver_died_before_its_commit_is_applied_once_when_run_again(
