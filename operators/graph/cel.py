@@ -28,11 +28,12 @@ end of the line.
 
 **Functions**: ``size(x)``/``x.size()``, ``int(x)``, ``uint(x)``, ``double(x)``,
 ``string(x)``, ``dyn(x)``, ``has(a.f)``; string methods ``startsWith``, ``endsWith``,
-``contains``, ``matches`` (the pattern must be a string literal: it is compiled once, with
-Python's :mod:`re`, and searched for anywhere in the string as RE2's ``matches`` does), and the
-extensions ``lower()`` and ``upper()`` (not standard CEL). Macros on lists (and on maps, whose
-keys they range over): ``all``, ``exists``, ``exists_one``, ``map`` (two and three argument
-forms) and ``filter``, e.g. ``xs.map(x, x * 2)``.
+``contains``, ``matches`` (RE2 syntax and semantics, as CEL specifies, searched for anywhere in
+the string; RE2's time is linear in the string: a literal pattern is compiled once, at
+submission, any other when evaluated, through a bounded cache), and the extensions ``lower()``
+and ``upper()`` (not standard CEL). Macros on lists (and on maps, whose keys they range over):
+``all``, ``exists``, ``exists_one``, ``map`` (two and three argument forms) and ``filter``,
+e.g. ``xs.map(x, x * 2)``.
 
 **Values**: records are what JSON decodes to: ``int``, ``float`` (CEL ``double``), ``str``,
 ``bool``, ``None`` (``null``), ``list`` and ``dict`` (CEL ``map``); tuples are taken as lists.
@@ -57,29 +58,46 @@ checked at submission; values read from records are ``dyn`` and checked when eva
   first element that decides them and raise the first error they meet.
 * uints are Python ints whose type is known statically; a uint read from a record (there are
   none in JSON) or passed through a list is an int.
+* ``matches`` is RE2's: no backreferences or lookaround (a literal pattern using them does not
+  compile), ``\z`` for the end of the text (Python's ``\Z``), ``$`` only at the end of the text
+  (not before a final newline), ``\d``, ``\w``, ``\s`` and ``\b`` ASCII-only, repetitions
+  up to 1000. A pattern that is not a literal and does not compile fails the record.
+
+**Budget**: an expression is refused at submission if its estimated cost on the largest record
+(:data:`MAX_RECORD_BYTES`) is over ``max_cost`` (:data:`MAX_COST`): comprehensions multiply
+their body's cost by their range's size, so one over a record's list nested in another over a
+record's list is refused, while one over each element's own list is not. When evaluated, the
+work that can multiply (comprehensions nested in others, and what scans or builds strings and
+lists inside comprehensions) is counted per record, and a record that needs more than
+``max_steps`` (:data:`MAX_STEPS`) fails with :class:`EvaluationError`, as any record the
+expression fails on; so does a ``matches`` that would cost more on its own.
 
 Not supported: bytes literals, timestamps and durations, ``type()``, protobuf messages and
 message construction, the optional syntax (``r.?f``), qualified names and the leading-dot
 root selection (``.r``), and the string extensions beyond ``lower``/``upper``. Maps do not
-tell the keys ``1`` and ``true`` apart (Python's dicts do not). ``matches`` patterns use
-Python's regular expression syntax and engine, which backtracks: a pathological pattern can be
-slow on long strings (RE2's linear time is not available without a compiled dependency).
+tell the keys ``1`` and ``true`` apart (Python's dicts do not).
 """
 
 from __future__ import annotations
 
 import ast
 import copy
+import functools
 import keyword
 import math
 import re
-from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence, Sized
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Final, NoReturn, TypeVar, cast
 
+import re2  # type: ignore[import-untyped]  # google-re2 ships no type information
+
 __all__ = [
     "BATCH_SHAPES",
+    "MAX_COST",
+    "MAX_RECORD_BYTES",
+    "MAX_STEPS",
     "EvaluationError",
     "Expression",
     "ExpressionError",
@@ -90,6 +108,36 @@ __all__ = [
 INT64_MIN: Final = -(2**63)
 INT64_MAX: Final = 2**63 - 1
 UINT64_MAX: Final = 2**64 - 1
+
+MAX_RECORD_BYTES: Final = 1 << 20
+"""The largest record the cost estimate assumes, in bytes of JSON: the server refuses larger
+records where they arrive (its ``max_record_bytes``), so a list read from a record has at most
+512 Ki elements and a string at most 1 Mi characters."""
+
+MAX_COST: Final = 100_000_000
+"""The most an expression's estimated cost on a record of :data:`MAX_RECORD_BYTES` may be.
+
+The cost counts operations: one per node of the expression evaluated, a comprehension's range
+times the cost of its body, the elements ``in`` and ``==`` visit on lists and maps, and a
+hundredth per character of string work outside comprehensions (inside, it is counted at run
+time: see :data:`MAX_STEPS`). Every expression that is linear in its
+record (a comprehension over a list, chains of them, comprehensions over the elements'
+own lists) stays far below it for bodies of ordinary size; any comprehension over a record's
+list nested in another over a record's list (512 Ki x 512 Ki) is far above it.
+"""
+
+MAX_STEPS: Final = 10_000_000
+"""The most steps evaluating an expression may take on one record; a record that needs more
+fails (as any record on which its expression fails: dropped and counted, or the dataflow fails).
+
+Counted: the iterations of a comprehension nested in another (its range times the nodes of its
+body, as it starts), the elements ``in`` and ``==`` visit inside comprehensions, a tenth per
+character of the strings and lists built or scanned inside comprehensions (``+``,
+``contains``, ``lower``, ...), and each ``matches``: its string's bytes times its pattern's
+RE2 program size, divided by :data:`_REGEX_COST_DIVISOR`. What runs once per record, outside any
+comprehension, and the iterations of comprehensions that are not nested are not counted: they
+are linear in the record, and the estimate bounds them at submission.
+"""
 
 
 # --------------------------------------------------------------------------- errors and results
@@ -149,6 +197,8 @@ class Expression:
             no Python call per value. It raises :class:`EvaluationError` at the first value
             the expression fails on; what the others gave is then lost, so a caller that
             drops failures evaluates the batch again value by value with ``fn``.
+        cost: The estimated cost of evaluating the expression on the largest record (see
+            :data:`MAX_COST`).
     """
 
     source: str
@@ -157,6 +207,7 @@ class Expression:
     python: str
     result_type: str
     batch: Mapping[str, Callable[..., list[Any]]] = field(default_factory=dict)
+    cost: float = 0.0
 
 
 BATCH_SHAPES: Final = ("map", "filter", "key", "pairs")
@@ -188,6 +239,8 @@ MAP: Final = "map"
 DYN: Final = "dyn"
 
 _NUMERIC: Final = frozenset({INT, UINT, DOUBLE})
+_SCALARS: Final = frozenset({INT, UINT, DOUBLE, BOOL, NULL})
+"""Types whose values compare in constant time."""
 _ORDERED: Final = frozenset({INT, UINT, DOUBLE, STRING, BOOL})
 _PY_TYPE: Final = {
     INT: "_int",
@@ -537,6 +590,39 @@ def _children(node: _Node) -> list[_Node]:
     return []
 
 
+def _is_macro(node: _Node) -> bool:
+    """Whether ``node`` is a comprehension (a macro called as a method)."""
+    return isinstance(node, _Call) and node.target is not None and node.name in _MACROS
+
+
+def _mentions(node: _Node, name: str) -> bool:
+    """Whether ``node`` reads the variable ``name`` (not one of a comprehension's, shadowing it).
+
+    >>> tree = _Parser("r.a.map(r, r + x)", _Lexer("r.a.map(r, r + x)").tokens(), 48, 99).parse()
+    >>> _mentions(tree, "r"), _mentions(tree, "x"), _mentions(tree, "y")
+    (True, True, False)
+    """
+    if isinstance(node, _Ident):
+        return node.name == name
+    if _is_macro(node):
+        assert isinstance(node, _Call) and node.target is not None
+        variable = node.args[0] if node.args else None
+        if isinstance(variable, _Ident) and variable.name == name:
+            return _mentions(node.target, name)
+    return any(_mentions(child, name) for child in _children(node))
+
+
+def _nodes_per_run(node: _Node) -> int:
+    """The nodes evaluated (at most) each time ``node`` is, but a comprehension's body's.
+
+    A comprehension nested in ``node`` pays for its body itself, per element, when it starts.
+    """
+    if _is_macro(node):
+        assert isinstance(node, _Call) and node.target is not None
+        return 1 + _nodes_per_run(node.target)
+    return 1 + sum(_nodes_per_run(child) for child in _children(node))
+
+
 # --------------------------------------------------------------------------- parser
 
 _N = TypeVar("_N", bound=_Node)
@@ -873,17 +959,43 @@ def _plural(count: int, word: str) -> str:
     return f"{count} {word}" if count == 1 else f"{count} {word}s"
 
 
+_STEPS: Final = "_k"
+"""The name of the record's step counter in the generated code: ``[steps left, the limit]``, made
+per record, passed to every comprehension's function (only in code that counts steps)."""
+
+
 class _Compiler:
-    def __init__(self, source: str, variables: tuple[str, ...], max_macro_depth: int) -> None:
+    def __init__(
+        self,
+        source: str,
+        variables: tuple[str, ...],
+        max_macro_depth: int,
+        max_steps: int,
+        *,
+        counting: bool,
+    ) -> None:
         self.source = source
         self.variables = variables
         self.scope: dict[str, str] = {name: name for name in variables}
         self.max_macro_depth = max_macro_depth
+        self.max_steps = max_steps
+        self.counting = counting
+        """Whether the generated code counts steps (see :meth:`charged`)."""
+        self.charges = False
+        """Whether some work must be counted: the code is then made again, counting."""
         self.macro_depth = 0
+        self.loop_variables: list[str] = []
+        """The variables of the comprehensions around the node being compiled, innermost last."""
+        self.chained: set[int] = set()
+        """The ``+`` nodes inside a chain of ``+`` whose first node counts for all of them."""
         self.counter = 0
         self.functions: list[ast.stmt] = []
         self.namespace: dict[str, object] = {"__builtins__": {}, **_RUNTIME}
-        self.patterns: dict[str, str] = {}
+        self.patterns: dict[str, tuple[str, int]] = {}
+        self.types: dict[int, str] = {}
+        """The static type of every node compiled, by ``id``, for the cost estimate."""
+        self.programs: dict[int, int] = {}
+        """The RE2 program size of each literal ``matches`` pattern, by its node's ``id``."""
         self.result = _Code(_const(None), NULL)
 
     def fail(self, message: str, pos: int) -> NoReturn:
@@ -922,12 +1034,48 @@ class _Compiler:
             _call("_not_bool", _const(what), ref()),
         )
 
+    # -- counting steps
+
+    def charged(self) -> bool:
+        """Whether work being compiled now is counted: it is inside a comprehension's body.
+
+        What a comprehension's body does runs once per element, so its cost multiplies; what is
+        outside runs once per record and is bounded by the estimate at submission. Returns
+        whether to emit the counting code (the first pass only notes that some is needed).
+        """
+        if self.macro_depth == 0:
+            return False
+        self.charges = True
+        return self.counting
+
+    def invariant(self, *nodes: _Node) -> bool:
+        """Whether none of ``nodes`` is a literal or depends on the innermost loop variable.
+
+        An operation such as ``==`` costs at most the size of its smaller operand: when one
+        depends on the element, the costs summed over the range are bounded by the range's
+        size; when neither does, each element pays for the same two values again.
+        """
+        if not self.loop_variables:
+            return False
+        variable = self.loop_variables[-1]
+        return not any(isinstance(node, _Lit) or _mentions(node, variable) for node in nodes)
+
+    def counted(self, helper: str, *args: ast.expr) -> ast.expr:
+        """A call of the run-time helper ``helper`` with the step counter as its first argument."""
+        return _call(helper, _load(_STEPS), *args)
+
+    def steps_cell(self) -> ast.expr:
+        """A new step counter: ``[max_steps, max_steps]``."""
+        return ast.List(elts=[_const(self.max_steps), _const(self.max_steps)], ctx=ast.Load())
+
     # -- the whole expression
 
     def module(self, tree: _Node) -> tuple[ast.Module, str]:
         code = self.expr(tree)
         args = [ast.arg(arg=name) for name in self.variables]
         body: list[ast.stmt] = [_translating(code.expr)]
+        if self.counting:
+            body.insert(0, ast.Assign(targets=[_store(_STEPS)], value=self.steps_cell()))
         main = ast.FunctionDef(
             name="_cel", args=_arguments(args), body=body, decorator_list=[], returns=None
         )
@@ -958,7 +1106,15 @@ class _Compiler:
             element = ast.Tuple(elts=[self.hashable(code), _load(first)], ctx=ast.Load())
         else:
             raise ValueError(f"unknown batch shape {shape!r} (known: {', '.join(BATCH_SHAPES)})")
-        comprehension = ast.ListComp(elt=element, generators=[generator])
+        generators = [generator]
+        if self.counting:
+            # A counter per value, bound as the comprehension's loop variable: ``for _k in
+            # [cell]`` compiles to a plain assignment. The filter's test uses it, so it moves.
+            cell = ast.List(elts=[self.steps_cell()], ctx=ast.Load())
+            steps = ast.comprehension(target=_store(_STEPS), iter=cell, ifs=[], is_async=0)
+            steps.ifs, generator.ifs = generator.ifs, []
+            generators.append(steps)
+        comprehension = ast.ListComp(elt=element, generators=generators)
         body: list[ast.stmt] = [_translating(comprehension)]
         args = [ast.arg(arg="_values"), *(ast.arg(arg=name) for name in rest)]
         return ast.FunctionDef(
@@ -987,6 +1143,11 @@ class _Compiler:
         return _if(plain, ref(), _call("_hashable", ref()))
 
     def expr(self, node: _Node) -> _Code:
+        code = self.node(node)
+        self.types[id(node)] = code.type
+        return code
+
+    def node(self, node: _Node) -> _Code:
         if isinstance(node, _Lit):
             return _Code(_const(node.value), node.type)
         if isinstance(node, _Ident):
@@ -1094,7 +1255,10 @@ class _Compiler:
             self.fail(f"no such overload: {name}({t})", node.pos)
         if t == result:
             return arg
-        return _Code(_call(f"_to_{name}", arg.expr), result)
+        value = arg.expr
+        if name != "string" and t in (STRING, DYN) and self.charged():
+            value = self.counted("_scanned", value)  # parsing reads the whole string
+        return _Code(_call(f"_to_{name}", value), result)
 
     def has(self, node: _Call, arg: _Node) -> _Code:
         if not isinstance(arg, _Select):
@@ -1110,28 +1274,50 @@ class _Compiler:
         return _Code(_if(guard, lookup, _call("_has", ref(), _const(arg.name))), BOOL)
 
     def matches(self, node: _Call, subject: _Code, pattern: _Node) -> _Code:
-        if not (isinstance(pattern, _Lit) and pattern.type == STRING):
-            self.fail("the pattern of matches() must be a string literal", pattern.pos)
+        """RE2's search for ``pattern`` in ``subject``, compiled now if it is a literal."""
         if subject.type not in (STRING, DYN):
             self.fail(f"no such overload: {subject.type}.matches(string)", node.pos)
+        if not (isinstance(pattern, _Lit) and pattern.type == STRING):
+            dynamic = self.expr(pattern)
+            if dynamic.type not in (STRING, DYN):
+                self.fail(f"no such overload: string.matches({dynamic.type})", pattern.pos)
+            if self.charged():
+                search = self.counted("_search_dynamic_counted", subject.expr, dynamic.expr)
+                return _Code(search, BOOL)
+            limit = _const(self.max_steps)
+            return _Code(_call("_search_dynamic", subject.expr, dynamic.expr, limit), BOOL)
         text = pattern.value
         assert isinstance(text, str)
-        name = self.patterns.get(text)
-        if name is None:
-            try:
-                compiled = re.compile(text)
-            except re.error as error:
-                self.fail(f"invalid regular expression: {error.msg}", pattern.pos)
-            name = self.patterns[text] = self.fresh("_re")
-            self.namespace[name] = compiled
-        search = _method(_load(name), "search", subject.expr)
-        return _Code(_compare(search, ast.IsNot(), _const(None)), BOOL)
+        known = self.patterns.get(text)
+        if known is None:
+            compiled = _cached_regex(text)
+            if isinstance(compiled, str):
+                self.fail(f"invalid regular expression: {compiled}", pattern.pos)
+            name = self.fresh("_re")
+            self.namespace[name] = compiled[0]
+            known = self.patterns[text] = (name, compiled[1])
+        name, program = known
+        self.programs[id(pattern)] = program
+        if self.charged():
+            search = self.counted("_search_counted", _load(name), _const(program), subject.expr)
+            return _Code(search, BOOL)
+        limit = _const(self.max_steps)
+        search = _call("_search", _load(name), _const(program), limit, subject.expr)
+        return _Code(search, BOOL)
 
     def string_method(self, node: _Call, receiver: _Code, args: list[_Code]) -> _Code:
         name = node.name
         types = [arg.type for arg in args]
         if receiver.type not in (STRING, DYN) or any(t not in (STRING, DYN) for t in types):
             self.fail(f"no such overload: {receiver.type}.{name}({', '.join(types)})", node.pos)
+        assert node.target is not None
+        # contains reads the whole receiver; startsWith and endsWith at most the shorter of the
+        # two strings, which only adds up when neither depends on the element.
+        scans = name == "contains" or (
+            name in ("startsWith", "endsWith") and self.invariant(node.target, *node.args)
+        )
+        if scans and self.charged():
+            receiver = _Code(self.counted("_scanned", receiver.expr), receiver.type)
         if name in ("startsWith", "endsWith") and types == [DYN]:
             helper = "_starts_with" if name == "startsWith" else "_ends_with"
             return _Code(_call(helper, receiver.expr, args[0].expr), BOOL)
@@ -1144,11 +1330,15 @@ class _Compiler:
             return _method(receiver, python, *(arg.expr for arg in args))
 
         if receiver.type == STRING:
-            return _Code(apply(receiver.expr), result)
-        first, ref = self.bind(receiver.expr)
-        guard = _compare(_type_of(first), ast.Is(), _load("_str"))
-        fail = _call("_bad_call", _const(name), ref(), *(_const(t) for t in types))
-        return _Code(_if(guard, apply(ref()), fail), result)
+            value = apply(receiver.expr)
+        else:
+            first, ref = self.bind(receiver.expr)
+            guard = _compare(_type_of(first), ast.Is(), _load("_str"))
+            fail = _call("_bad_call", _const(name), ref(), *(_const(t) for t in types))
+            value = _if(guard, apply(ref()), fail)
+        if name in ("lower", "upper") and self.charged():
+            value = self.counted("_grown", value, _const(1))
+        return _Code(value, result)
 
     def macro(self, node: _Call, target: _Code) -> _Code:
         name = node.name
@@ -1161,24 +1351,39 @@ class _Compiler:
             limit = _plural(self.max_macro_depth, "level")
             self.fail(f"macros nested too deeply (more than {limit})", node.pos)
         function, container, item = self.fresh("_m"), self.fresh("_c"), self.fresh("_v")
-        params = [container, *dict.fromkeys(self.scope.values())]
+        steps = [_STEPS] if self.counting else []
+        params = [container, *steps, *dict.fromkeys(self.scope.values())]
         outer = self.scope.get(variable.name)
         self.scope[variable.name] = item
         self.macro_depth += 1
+        self.loop_variables.append(variable.name)
         try:
             parts = [self.expr(arg) for arg in node.args[1:]]
         finally:
             self.macro_depth -= 1
+            self.loop_variables.pop()
             if outer is None:
                 del self.scope[variable.name]
             else:
                 self.scope[variable.name] = outer
-        iterable = _if(
+        iterable: ast.expr = _if(
             _compare(_type_of(_load(container)), ast.Is(), _load("_list")),
             _load(container),
             _call("_iterable", _load(container), _const(name)),
         )
-        body = self.macro_body(node, name, item, iterable, parts)
+        prologue: list[ast.stmt] = []
+        if self.charged():
+            # Nested in another comprehension: its whole run is paid for as it starts, its
+            # range times the nodes of its body (exists and all may stop early: an upper bound),
+            # a call of a helper counting as 5 nodes, as it takes about as long.
+            items = self.fresh("_i")
+            prologue.append(ast.Assign(targets=[_store(items)], value=iterable))
+            calls = sum(_helper_calls(part.expr) for part in parts)
+            weight = 1 + sum(_nodes_per_run(arg) for arg in node.args[1:]) + 4 * calls
+            charge = self.counted("_charge_items", _load(items), _const(weight))
+            prologue.append(ast.Expr(value=charge))
+            iterable = _load(items)
+        body = prologue + self.macro_body(node, name, item, iterable, parts)
         definition = ast.FunctionDef(
             name=function,
             args=_arguments([ast.arg(arg=param) for param in params]),
@@ -1291,10 +1496,19 @@ class _Compiler:
         return _Code(_call("_map_of", key_list, value_list), MAP)
 
     def binary(self, node: _Binary) -> _Code:
-        left, right = self.expr(node.left), self.expr(node.right)
         op = node.op
+        chain: list[_Binary] = []
+        if op == "+" and id(node) not in self.chained:
+            # a + b + c builds a + b, then copies it into the result: the whole chain is paid
+            # for once, by its last +, as its result's size times the number of +.
+            chain = _plus_chain(node)
+            self.chained.update(id(link) for link in chain[1:])
+        left, right = self.expr(node.left), self.expr(node.right)
         if op in _ARITHMETIC:
-            return self.arithmetic(node, left, right)
+            code = self.arithmetic(node, left, right)
+            if chain and code.type in (STRING, LIST, DYN) and self.charged():
+                code = _Code(self.counted("_grown", code.expr, _const(len(chain))), code.type)
+            return code
         if op in ("==", "!="):
             return self.equality(node, left, right)
         if op == "in":
@@ -1379,6 +1593,8 @@ class _Compiler:
     def ordering(self, node: _Binary, a: _Code, b: _Code) -> _Code:
         op, ta, tb = node.op, a.type, b.type
         cmpop = _PY_CMPOP[op]
+        if self.compares_sizes(node, ta, tb):
+            a = _Code(self.counted("_scanned", a.expr), ta)  # strings compare character-wise
         if DYN not in (ta, tb):
             if not ((ta in _NUMERIC and tb in _NUMERIC) or (ta == tb and ta in (STRING, BOOL))):
                 self.overload_error(node, ta, tb)
@@ -1406,10 +1622,20 @@ class _Compiler:
         fail = _call("_fail", _const(op), ref(), _const(static), _const(dyn_left))
         return _Code(_if(guard, _compare(left, cmpop(), right), fail), BOOL)
 
+    def compares_sizes(self, node: _Binary, ta: str, tb: str) -> bool:
+        """Whether to count a comparison: it may read both values, and both are loop-invariant."""
+        sized = ta not in _SCALARS and tb not in _SCALARS
+        return sized and self.invariant(node.left, node.right) and self.charged()
+
     def equality(self, node: _Binary, a: _Code, b: _Code) -> _Code:
         op, ta, tb = node.op, a.type, b.type
         equal = op == "=="
         identity: ast.cmpop = ast.Is() if equal else ast.IsNot()
+        if DYN not in (ta, tb) and ta != tb and not (ta in _NUMERIC and tb in _NUMERIC):
+            self.overload_error(node, ta, tb)
+        if self.compares_sizes(node, ta, tb):
+            counted = self.counted("_eq_counted", a.expr, b.expr)
+            return _Code(counted if equal else ast.UnaryOp(op=ast.Not(), operand=counted), BOOL)
         if DYN not in (ta, tb):
             numeric = ta in _NUMERIC and tb in _NUMERIC
             if not numeric and ta != tb:
@@ -1453,7 +1679,32 @@ class _Compiler:
                 first, ref = self.bind(a.expr)
                 guard = _compare(_type_of(first), ast.IsNot(), _load("_bool"))
                 return _Code(_and(guard, _compare(ref(), ast.In(), choices)), BOOL)
+        if self.charged():
+            return _Code(self.counted("_in_counted", a.expr, b.expr), BOOL)
         return _Code(_call("_in", a.expr, b.expr), BOOL)
+
+
+def _helper_calls(code: ast.expr) -> int:
+    """The calls in ``code`` of functions written in Python (not of ``type`` or ``len``)."""
+    return sum(
+        isinstance(n, ast.Call) and not (isinstance(n.func, ast.Name) and n.func.id in _BUILTIN)
+        for n in ast.walk(code)
+    )
+
+
+_BUILTIN: Final = frozenset({"_type", "_len"})
+
+
+def _plus_chain(node: _Binary) -> list[_Binary]:
+    """``node`` and the ``+`` nodes below it through ``+`` only (``node`` first)."""
+    chain: list[_Binary] = []
+    pending: list[_Node] = [node]
+    while pending:
+        link = pending.pop()
+        if isinstance(link, _Binary) and link.op == "+":
+            chain.append(link)
+            pending += [link.right, link.left]
+    return chain
 
 
 def _arguments(args: list[ast.arg]) -> ast.arguments:
@@ -1466,6 +1717,282 @@ def _arguments(args: list[ast.arg]) -> ast.arguments:
         kwarg=None,
         defaults=[],
     )
+
+
+# --------------------------------------------------------------------------- the cost estimate
+
+_Monomial = tuple[str, ...]
+
+
+class _Poly:
+    """A polynomial with non-negative coefficients in the sizes of comprehensions' elements.
+
+    In a comprehension's body, a cost or a size may depend on the size of the element (``x.a ==
+    y`` costs more for a bigger ``x``): a polynomial in that size, which summing over the range
+    turns into one in the sizes of the comprehensions around it, and into a number at the top.
+
+    >>> per_element = _Poly.symbol("x") * 3 + 1  # 1, and 3 per byte of the element
+    >>> per_element.sum_over("x", count=_Poly.of(10), total=_Poly.of(100)).at(0)
+    310.0
+    """
+
+    __slots__ = ("terms",)
+
+    def __init__(self, terms: Mapping[_Monomial, float] | None = None) -> None:
+        self.terms: dict[_Monomial, float] = {m: c for m, c in (terms or {}).items() if c}
+
+    @classmethod
+    def of(cls, value: float) -> _Poly:
+        """The constant ``value``."""
+        return cls({(): value})
+
+    @classmethod
+    def symbol(cls, name: str) -> _Poly:
+        """The size called ``name``."""
+        return cls({(name,): 1.0})
+
+    def __add__(self, other: _Poly | float) -> _Poly:
+        terms = dict(self.terms)
+        for monomial, coefficient in _as_poly(other).terms.items():
+            terms[monomial] = terms.get(monomial, 0.0) + coefficient
+        return _Poly(terms)
+
+    def __mul__(self, other: _Poly | float) -> _Poly:
+        if not isinstance(other, _Poly):
+            return _Poly({m: c * other for m, c in self.terms.items()})
+        terms: dict[_Monomial, float] = {}
+        for m1, c1 in self.terms.items():
+            for m2, c2 in other.terms.items():
+                monomial = tuple(sorted(m1 + m2))
+                terms[monomial] = terms.get(monomial, 0.0) + c1 * c2
+        return _Poly(terms)
+
+    def join(self, other: _Poly) -> _Poly:
+        """A bound on both (sizes are never negative): the larger coefficient of each term."""
+        terms = dict(self.terms)
+        for monomial, coefficient in other.terms.items():
+            terms[monomial] = max(terms.get(monomial, 0.0), coefficient)
+        return _Poly(terms)
+
+    def depends(self, name: str) -> bool:
+        """Whether the value depends on the size ``name``."""
+        return any(name in monomial for monomial in self.terms)
+
+    def at(self, size: float) -> float:
+        """The value when every size is ``size``."""
+        return sum(c * size ** len(monomial) for monomial, c in self.terms.items())
+
+    def sum_over(self, name: str, count: _Poly, total: _Poly) -> _Poly:
+        """A bound on the sum of the value over a range's elements, ``name`` being their size.
+
+        ``count`` bounds the number of elements and ``total`` the sum of their sizes: a term
+        without ``name`` adds up ``count`` times, one in ``name**k`` to at most ``total**k``.
+        """
+        result = _Poly()
+        for monomial, coefficient in self.terms.items():
+            power = monomial.count(name)
+            rest = _Poly({tuple(m for m in monomial if m != name): coefficient})
+            factor = count
+            if power:
+                factor = total
+                for _ in range(power - 1):
+                    factor = factor * total
+            result = result + rest * factor
+        return result
+
+
+def _as_poly(value: _Poly | float) -> _Poly:
+    return value if isinstance(value, _Poly) else _Poly.of(value)
+
+
+@dataclass(frozen=True, slots=True)
+class _Estimate:
+    cost: _Poly
+    """A bound on the operations evaluating the node takes (see :data:`MAX_COST`)."""
+    size: _Poly
+    """A bound on the size of its value, in bytes of JSON: a list of size ``s`` has at most
+    ``s / 2`` elements (each takes a byte and a separator), a string at most ``s`` characters."""
+
+
+_SMALL: Final = _Poly.of(25.0)
+"""The size of a number or a bool (an int64 has at most 20 digits, a double's repr fewer)."""
+
+_CHARACTER: Final = 0.01
+"""The cost of a character of string work outside comprehensions: copying or scanning one
+takes about a hundredth of the time of an operation (cel-go charges a tenth, which would refuse
+``r.a + "," + r.b + ...`` over 50 fields of a 1 MiB record: they cannot all be 1 MiB)."""
+
+
+def _literal_size(value: object) -> float:
+    if isinstance(value, str):
+        return len(value.encode("utf-8", "surrogatepass")) + 2.0
+    return float(len(repr(value)))
+
+
+class _Estimator:
+    """An expression's estimated cost on the largest record (see :data:`MAX_COST`).
+
+    Walks the checked parse tree with the static types the compiler found. Variables are values
+    of at most ``record_bytes``; a comprehension's element has a size of its own (a symbol of
+    :class:`_Poly`), whose sum over the range is at most the range's size: so a comprehension
+    over each element's own list (``r.orders.exists(o, o.items.exists(...))``) is linear in the
+    record, and one over a list that does not depend on the element is not. Inside
+    comprehensions, per-character string work is left to the step count at run time: bounded
+    here, one string of the record per element would make ``r.tags.map(t, r.id + t)``
+    quadratic.
+    """
+
+    def __init__(self, compiler: _Compiler, record_bytes: int) -> None:
+        self.types = compiler.types
+        self.programs = compiler.programs
+        self.max_steps = compiler.max_steps
+        self.bound = float(record_bytes)
+        self.scope: dict[str, _Poly] = {name: _Poly.of(self.bound) for name in compiler.variables}
+        self.loops: list[str] = []
+        self.heaviest = (0.0, 0)
+        """The cost and position of the costliest comprehension not inside another."""
+
+    def total(self, tree: _Node) -> float:
+        """The estimated cost of the whole expression."""
+        return self.estimate(tree).cost.at(self.bound)
+
+    def type(self, node: _Node) -> str:
+        return self.types.get(id(node), DYN)
+
+    def characters(self, size: _Poly) -> _Poly:
+        """The cost of reading or writing a string of ``size``: nothing inside comprehensions."""
+        return _Poly() if self.loops else size * _CHARACTER
+
+    def least(self, a: _Poly, b: _Poly) -> _Poly:
+        """A bound on the smaller of two sizes.
+
+        Either is one; summed over a range, the one that depends on the element is the better
+        (its sum is bounded by the range's size).
+        """
+        if self.loops:
+            inner = self.loops[-1]
+            if a.depends(inner) != b.depends(inner):
+                return a if a.depends(inner) else b
+        return a if a.at(self.bound) <= b.at(self.bound) else b
+
+    def estimate(self, node: _Node) -> _Estimate:
+        if isinstance(node, _Lit):
+            return _Estimate(_Poly.of(1), _Poly.of(_literal_size(node.value)))
+        if isinstance(node, _Ident):
+            return _Estimate(_Poly.of(1), self.scope[node.name])
+        if isinstance(node, _Call):
+            return self.call(node)
+        if isinstance(node, _Binary):
+            return self.binary(node)
+        parts = [self.estimate(child) for child in _children(node)]
+        cost = sum((part.cost for part in parts), _Poly.of(1))
+        if isinstance(node, _Select | _Index):
+            return _Estimate(cost, parts[0].size)
+        if isinstance(node, _Cond):
+            return _Estimate(cost, parts[1].size.join(parts[2].size))
+        if isinstance(node, _List):
+            return _Estimate(cost, sum((part.size + 1 for part in parts), _Poly.of(1)))
+        if isinstance(node, _Map):
+            return _Estimate(cost, sum((part.size + 1 for part in parts), _Poly.of(1)))
+        return _Estimate(cost, _SMALL)  # _Unary, _Logic
+
+    def call(self, node: _Call) -> _Estimate:
+        name = node.name
+        if node.target is None:
+            if name == "has":
+                assert isinstance(node.args[0], _Select)
+                return _Estimate(self.estimate(node.args[0].operand).cost + 1, _SMALL)
+            if name == "matches":
+                return self.matches(node.args[0], node.args[1])
+            return self.function(name, node.args[0])
+        if name in _MACROS:
+            return self.macro(node)
+        if name == "size":
+            return self.function(name, node.target)
+        if name == "matches":
+            return self.matches(node.target, node.args[0])
+        receiver = self.estimate(node.target)
+        args = [self.estimate(arg) for arg in node.args]
+        cost = sum((arg.cost for arg in args), receiver.cost + 1)
+        if name in ("lower", "upper"):  # a character's upper case may be three
+            return _Estimate(cost + self.characters(receiver.size), receiver.size * 3)
+        if name == "contains":
+            return _Estimate(cost + self.characters(receiver.size), _SMALL)
+        read = self.least(receiver.size, args[0].size)  # startsWith, endsWith
+        return _Estimate(cost + self.characters(read), _SMALL)
+
+    def function(self, name: str, node: _Node) -> _Estimate:
+        arg = self.estimate(node)
+        if name == "dyn":
+            return arg
+        cost = arg.cost + 1
+        textual = self.type(node) in (STRING, DYN)
+        if name == "string":
+            return _Estimate(cost, arg.size if textual else _SMALL)
+        if name != "size" and textual:
+            cost = cost + self.characters(arg.size)
+        return _Estimate(cost, _SMALL)
+
+    def matches(self, subject_node: _Node, pattern_node: _Node) -> _Estimate:
+        subject = self.estimate(subject_node)
+        pattern = self.estimate(pattern_node)
+        cost = subject.cost + pattern.cost + 1
+        if not self.loops:  # inside comprehensions, counted at run time
+            program = self.programs.get(id(pattern_node))
+            search = float(self.max_steps)  # the most one search may take
+            if program is not None:
+                search = min(search, subject.size.at(self.bound) * program / _REGEX_COST_DIVISOR)
+            cost = cost + search
+        return _Estimate(cost, _SMALL)
+
+    def binary(self, node: _Binary) -> _Estimate:
+        left, right = self.estimate(node.left), self.estimate(node.right)
+        cost = left.cost + right.cost + 1
+        op = node.op
+        if op in _ARITHMETIC:
+            if op == "+" and self.type(node) in (STRING, LIST, DYN):
+                size = left.size + right.size
+                return _Estimate(cost + self.characters(size), size)
+            return _Estimate(cost, _SMALL)
+        if op == "in":
+            # every element visited and compared (for a map, its keys; an upper bound)
+            return _Estimate(cost + right.size, _SMALL)
+        if self.type(node.left) not in _SCALARS and self.type(node.right) not in _SCALARS:
+            # == on lists and maps visits their elements, on strings their characters
+            cost = cost + self.least(left.size, right.size) * 0.5
+        return _Estimate(cost, _SMALL)
+
+    def macro(self, node: _Call) -> _Estimate:
+        assert node.target is not None
+        target = self.estimate(node.target)
+        variable = node.args[0]
+        assert isinstance(variable, _Ident)
+        symbol = f"x{len(self.loops)}"
+        outer = self.scope.get(variable.name)
+        self.scope[variable.name] = _Poly.symbol(symbol)
+        self.loops.append(symbol)
+        try:
+            parts = [self.estimate(arg) for arg in node.args[1:]]
+        finally:
+            self.loops.pop()
+            if outer is None:
+                del self.scope[variable.name]
+            else:
+                self.scope[variable.name] = outer
+        count = target.size * 0.5
+        per_element = sum((part.cost for part in parts), _Poly.of(1))
+        cost = target.cost + 1 + per_element.sum_over(symbol, count, target.size)
+        if node.name == "map":
+            size = (parts[-1].size + 1).sum_over(symbol, count, target.size) + 1
+        elif node.name == "filter":
+            size = target.size
+        else:
+            size = _SMALL
+        if not self.loops:
+            value = cost.at(self.bound)
+            if value > self.heaviest[0]:
+                self.heaviest = (value, node.pos)
+        return _Estimate(cost, size)
 
 
 # --------------------------------------------------------------------------- run-time helpers
@@ -1598,6 +2125,191 @@ def _not_bool(what: str, value: object) -> NoReturn:
     raise EvaluationError(f"{what} must be bool, not {_type_name(value)}")
 
 
+# -- counting steps (see MAX_STEPS). ``steps`` is the record's counter: [steps left, the limit].
+
+
+def _exceeded(steps: list[int]) -> NoReturn:
+    raise EvaluationError(f"step limit exceeded: the record needs more than {steps[1]:,} steps")
+
+
+def _charge(steps: list[int], count: int) -> None:
+    left = steps[0] - count
+    steps[0] = left
+    if left < 0:
+        _exceeded(steps)
+
+
+def _charge_items(steps: list[int], items: Sized, weight: int) -> None:
+    """Pay for a nested comprehension as it starts: its range's size times its body's nodes."""
+    _charge(steps, len(items) * weight)
+
+
+def _grown(steps: list[int], value: object, links: int) -> object:
+    """Pay for building ``value`` (a tenth per character or element, per ``+`` of a chain)."""
+    if type(value) is str or type(value) is list:
+        assert isinstance(value, str | list)
+        _charge(steps, len(value) * links // 10)
+    return value
+
+
+def _scanned(steps: list[int], value: object) -> object:
+    """Pay for reading the string ``value`` through (a tenth per character)."""
+    if type(value) is str:
+        assert isinstance(value, str)
+        _charge(steps, len(value) // 10)
+    return value
+
+
+def _eq_counted(steps: list[int], a: object, b: object) -> bool:
+    """:func:`_eq`, paying for the elements and characters it compares."""
+    ta, tb = type(a), type(b)
+    if ta is str and tb is str:
+        assert isinstance(a, str) and isinstance(b, str)
+        if len(a) == len(b):  # only then are the characters compared
+            _charge(steps, len(a) // 10)
+        return a == b
+    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
+        if len(a) != len(b):
+            return False
+        _charge(steps, len(a))
+        return all(_eq_counted(steps, x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, Mapping) and isinstance(b, Mapping):
+        if len(a) != len(b):
+            return False
+        _charge(steps, len(a))
+        for key, value in a.items():
+            try:
+                other = b[key]
+            except (KeyError, TypeError):
+                return False
+            if not _eq_counted(steps, value, other):
+                return False
+        return True
+    return _eq(a, b)
+
+
+def _in_counted(steps: list[int], value: object, container: object) -> bool:
+    """:func:`_in`, paying for the elements it visits."""
+    if isinstance(container, list | tuple | Mapping) and type(value) is not str:
+        _charge(steps, len(container))
+    elif isinstance(container, list | tuple):
+        _charge(steps, len(container) // 10)  # compared in C, as characters are
+    return _in(value, container)
+
+
+# -- regular expressions: RE2, linear in the string (CEL specifies RE2's syntax and semantics)
+
+_REGEX_COST_DIVISOR: Final = 4
+"""A search costs its string's bytes times its pattern's RE2 program size, divided by this: in
+the worst case (a pattern whose DFA does not fit, searched with the NFA) RE2 takes about 10 ns
+per byte and instruction, about a quarter of a step."""
+
+_REGEX_MEMORY: Final = 2 << 20
+"""RE2's memory budget per pattern (its program and DFA caches; past it, the slower NFA)."""
+
+_REGEX_CACHE_SIZE: Final = 256
+_REGEX_CACHED_LENGTH: Final = 4096
+"""Patterns longer than this (only patterns read from records can be) are not kept."""
+
+_RE2_OPTIONS: Final = re2.Options()
+_RE2_OPTIONS.log_errors = False  # an invalid pattern is reported to the client, not to stderr
+_RE2_OPTIONS.never_capture = True  # matches() needs no groups: RE2 then needs no submatch engine
+_RE2_OPTIONS.max_mem = _REGEX_MEMORY
+_UNANCHORED: Final = re2._re2.RE2.Anchor.UNANCHORED
+
+
+def _regex(pattern: str) -> tuple[Any, int] | str:
+    """RE2's compiled ``pattern`` and its program size, or why it does not compile.
+
+    The binding's own ``re2.compile`` would keep every pattern in an unbounded-memory cache of
+    its own and build a match object per search; the compiled RE2 object answers directly.
+    """
+    try:
+        data = pattern.encode()
+    except UnicodeEncodeError:
+        return "the pattern is not valid Unicode"
+    regexp = re2._re2.RE2(data, _RE2_OPTIONS)
+    if not regexp.ok():
+        message = regexp.error()
+        return message.decode(errors="replace") if isinstance(message, bytes) else str(message)
+    return regexp, max(1, int(regexp.ProgramSize()))
+
+
+@functools.lru_cache(maxsize=_REGEX_CACHE_SIZE)
+def _cached_pattern(pattern: str) -> tuple[Any, int] | str:
+    return _regex(pattern)
+
+
+def _cached_regex(pattern: str) -> tuple[Any, int] | str:
+    """:func:`_regex`, through a bounded cache (which keeps what does not compile, too)."""
+    if len(pattern) > _REGEX_CACHED_LENGTH:
+        return _regex(pattern)
+    return _cached_pattern(pattern)
+
+
+def _utf8(text: object, pattern: str = "string") -> bytes:
+    if type(text) is not str:
+        raise EvaluationError(f"no such overload: {_type_name(text)}.matches({pattern})")
+    assert isinstance(text, str)
+    try:
+        return text.encode()
+    except UnicodeEncodeError:
+        raise EvaluationError("matches() on a string that is not valid Unicode") from None
+
+
+def _found(regex: Any, data: bytes) -> bool:
+    spans = regex.Match(_UNANCHORED, data, 0, len(data))
+    return bool(spans[0][0] >= 0)
+
+
+def _too_costly(size: int, program: int, limit: int) -> NoReturn:
+    raise EvaluationError(
+        f"matches() would take more than the step limit ({limit:,}): a string of {size:,} bytes"
+        f" against a pattern of {program:,} RE2 instructions"
+    )
+
+
+def _search(regex: Any, program: int, limit: int, text: object) -> bool:
+    """``text.matches(<literal pattern>)``, if it costs at most ``limit`` steps."""
+    data = _utf8(text)
+    if len(data) * program // _REGEX_COST_DIVISOR > limit:
+        _too_costly(len(data), program, limit)
+    return _found(regex, data)
+
+
+def _search_counted(steps: list[int], regex: Any, program: int, text: object) -> bool:
+    """``text.matches(<literal pattern>)`` in a comprehension: paid for before it runs."""
+    data = _utf8(text)
+    _charge(steps, len(data) * program // _REGEX_COST_DIVISOR)
+    return _found(regex, data)
+
+
+def _dynamic_regex(text: object, pattern: object) -> tuple[bytes, Any, int]:
+    data = _utf8(text, _type_name(pattern))
+    if type(pattern) is not str:
+        raise EvaluationError(f"no such overload: string.matches({_type_name(pattern)})")
+    assert isinstance(pattern, str)
+    compiled = _cached_regex(pattern)
+    if isinstance(compiled, str):
+        raise EvaluationError(f"invalid regular expression: {compiled}")
+    return data, compiled[0], compiled[1]
+
+
+def _search_dynamic(text: object, pattern: object, limit: int) -> bool:
+    """``text.matches(pattern)`` with a pattern known only now, compiled (and cached) now."""
+    data, regex, program = _dynamic_regex(text, pattern)
+    if len(data) * program // _REGEX_COST_DIVISOR > limit:
+        _too_costly(len(data), program, limit)
+    return _found(regex, data)
+
+
+def _search_dynamic_counted(steps: list[int], text: object, pattern: object) -> bool:
+    """:func:`_search_dynamic` in a comprehension: paid for before it runs."""
+    data, regex, program = _dynamic_regex(text, pattern)
+    _charge(steps, len(data) * program // _REGEX_COST_DIVISOR)
+    return _found(regex, data)
+
+
 def hashable(value: Any) -> Hashable:
     """``value`` as a key (for exchange, grouping and joins): lists become tuples.
 
@@ -1631,7 +2343,7 @@ def _order(op: str, a: object, b: object) -> bool:
 def _eq(a: object, b: object) -> bool:
     """CEL's heterogeneous equality."""
     ta, tb = type(a), type(b)
-    if ta is tb and ta not in (list, tuple, dict):
+    if ta is tb and ta is not list and ta is not dict and ta is not tuple:  # faster than `in`
         return a == b
     if (ta is int or ta is float) and (tb is int or tb is float):
         return a == b
@@ -1654,7 +2366,11 @@ def _eq(a: object, b: object) -> bool:
 def _in(value: object, container: object) -> bool:
     """CEL's ``value in container`` for a list (equality) or a map (its keys)."""
     if isinstance(container, list | tuple):
-        return any(_eq(value, item) for item in container)
+        # Python's == holds wherever CEL's does on JSON values (and also for 1 == true): its
+        # scan, in C, rules most lists out; a str is equal to a str only, in both.
+        if value not in container:
+            return False
+        return type(value) is str or any(_eq(value, item) for item in container)
     if isinstance(container, Mapping):
         if type(value) is str:
             return value in container
@@ -1918,6 +2634,15 @@ _RUNTIME: Final[dict[str, object]] = {
     "_bad_call": _bad_call,
     "_starts_with": _starts_with,
     "_ends_with": _ends_with,
+    "_charge_items": _charge_items,
+    "_grown": _grown,
+    "_scanned": _scanned,
+    "_eq_counted": _eq_counted,
+    "_in_counted": _in_counted,
+    "_search": _search,
+    "_search_counted": _search_counted,
+    "_search_dynamic": _search_dynamic,
+    "_search_dynamic_counted": _search_dynamic_counted,
     "_to_int": _to_int,
     "_to_uint": _to_uint,
     "_to_double": _to_double,
@@ -1963,6 +2688,9 @@ def compile_expression(
     max_depth: int = 48,
     max_nodes: int = 2000,
     max_macro_depth: int = 2,
+    max_cost: float | None = MAX_COST,
+    max_steps: int = MAX_STEPS,
+    max_record_bytes: int = MAX_RECORD_BYTES,
     batch: Sequence[str] = (),
 ) -> Expression:
     """Parse, check and compile a CEL expression into a Python function.
@@ -1978,6 +2706,11 @@ def compile_expression(
         max_nodes: The most nodes the parse tree may have (literals, names, operators, calls).
         max_macro_depth: The most macros (``all``, ``map``, ...) nested in each other's
             bodies; each level multiplies the work per record by the size of a list.
+        max_cost: The most the estimated cost of the expression on a record of
+            ``max_record_bytes`` may be (:data:`MAX_COST`); ``None``: no limit.
+        max_steps: The most steps evaluating the expression may take on one record
+            (:data:`MAX_STEPS`); a record that needs more fails with :class:`EvaluationError`.
+        max_record_bytes: The size of the largest record, which the estimate assumes.
         batch: The batch forms to compile as well (:data:`BATCH_SHAPES`), over the first
             variable; they are in :attr:`Expression.batch`.
 
@@ -1987,8 +2720,8 @@ def compile_expression(
     Raises:
         ExpressionError: The source does not compile: a lexical or syntax error, an unknown
             identifier, function or method, a wrong number of arguments, a type error visible
-            without a record, an out-of-range literal, an invalid ``matches`` pattern, or a
-            limit exceeded.
+            without a record, an out-of-range literal, a literal ``matches`` pattern RE2 does
+            not take, or a limit exceeded (the estimated cost included).
         ValueError: A variable name is invalid or repeated.
         TypeError: ``source`` is not a string, or ``variables`` is a string.
     """
@@ -2004,8 +2737,23 @@ def compile_expression(
     try:
         tokens = _Lexer(source).tokens()
         tree = _Parser(source, tokens, max_depth, max_nodes).parse()
-        compiler = _Compiler(source, names, max_macro_depth)
+        compiler = _Compiler(source, names, max_macro_depth, max_steps, counting=False)
         module, result_type = compiler.module(tree)
+        if compiler.charges:  # made again with the record's step counter throughout
+            compiler = _Compiler(source, names, max_macro_depth, max_steps, counting=True)
+            module, result_type = compiler.module(tree)
+        estimator = _Estimator(compiler, max_record_bytes)
+        cost = estimator.total(tree)
+        if max_cost is not None and cost > max_cost:
+            heaviest, position = estimator.heaviest
+            blame = heaviest > max_cost  # else no one comprehension is over the limit
+            raise ExpressionError(
+                f"expression too costly: its estimated cost on a record of {max_record_bytes:,}"
+                f" bytes is {cost:,.0f}, over the limit of {max_cost:,.0f}"
+                + (" (this comprehension's range times its body's cost)" if blame else ""),
+                position if blame else 0,
+                source,
+            )
         python = ast.unparse(ast.fix_missing_locations(module))
         if batch and not names:
             raise ValueError("batch forms need a variable to range over")
@@ -2019,4 +2767,4 @@ def compile_expression(
     function = namespace["_cel"]
     assert callable(function)
     forms = {shape: cast("Callable[..., list[Any]]", namespace[f"_cel_{shape}"]) for shape in batch}
-    return Expression(source, names, function, python, result_type, forms)
+    return Expression(source, names, function, python, result_type, forms, cost)

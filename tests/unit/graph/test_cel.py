@@ -572,9 +572,9 @@ def test_in(source, record, expected):
         ("r.m.all(k, r.m[k] > 0)", {"m": {"a": 1, "b": 2}}, True),
         ('{"a": 1}.exists(k, k == "a")', {}, True),
         ("r.xs.map(r, r * 2)", {"xs": [1, 2]}, [2, 4]),
-        ("r.xs.map(x, r.xs.map(y, x * y))", {"xs": [1, 2]}, [[1, 2], [2, 4]]),
-        ("r.a.all(x, r.b.exists(y, y == x))", {"a": [1, 2], "b": [2, 1, 3]}, True),
-        ("r.a.all(x, r.b.exists(y, y == x))", {"a": [1, 4], "b": [2, 1, 3]}, False),
+        ("[1, 2].map(x, r.xs.map(y, x * y))", {"xs": [1, 2]}, [[1, 2], [2, 4]]),
+        ("r.a.all(x, [2, 1, 3].exists(y, y == x))", {"a": [1, 2]}, True),
+        ("[1, 4].all(x, r.b.exists(y, y == x))", {"b": [2, 1, 3]}, False),
         ("r.xs.map(x, x.map(y, y + 1))", {"xs": [[1], [2, 3]]}, [[2], [3, 4]]),
         ("[1, 2, 3].filter(x, x > 1).size()", {}, 2),
         ("r.xs.map(x, [x, x]).size()", {"xs": (1, 2)}, 2),
@@ -584,6 +584,22 @@ def test_in(source, record, expected):
 )
 def test_macros(source, record, expected):
     check(source, expected, record)
+
+
+@pytest.mark.parametrize(
+    ("source", "record", "expected"),
+    [
+        ("r.xs.map(x, r.xs.map(y, x * y))", {"xs": [1, 2]}, [[1, 2], [2, 4]]),
+        ("r.a.all(x, r.b.exists(y, y == x))", {"a": [1, 2], "b": [2, 1, 3]}, True),
+        ("r.a.all(x, r.b.exists(y, y == x))", {"a": [1, 4], "b": [2, 1, 3]}, False),
+    ],
+)
+def test_nested_macros_over_a_records_lists(source, record, expected):
+    # refused by default (a record's list times another: see test_cel_budget.py);
+    # without the limit, they work
+    with pytest.raises(ExpressionError, match="expression too costly"):
+        compile_expression(source)
+    assert same(compile_expression(source, max_cost=None).fn(record), expected)
 
 
 def test_macros_short_circuit():
@@ -665,9 +681,8 @@ def test_macros_short_circuit():
         ("r.xs.filter(x.y, true)", "the first argument of filter() must be a variable name", 14),
         ("has(r)", "has() takes a field selection, such as has(r.field)", 0),
         ("has(r['a'])", "has() takes a field selection, such as has(r.field)", 0),
-        ("r.s.matches(r.p)", "the pattern of matches() must be a string literal", 14),
-        ("r.s.matches('a' + 'b')", "the pattern of matches() must be a string literal", 16),
-        ("r.s.matches('(')", "invalid regular expression: missing ), unterminated subpattern", 12),
+        ("r.s.matches('(')", "invalid regular expression: missing ): (", 12),
+        ("r.s.matches(1)", "no such overload: string.matches(int)", 12),
         # static types
         ('1 + "a"', "no such overload: int + string", 2),
         ("1 + 2.0", "no such overload: int + double", 2),
@@ -813,13 +828,13 @@ def test_node_limit():
 
 
 def test_macro_nesting_limit():
-    compile_expression("r.a.all(x, r.a.all(y, x == y))")
+    compile_expression("r.a.all(x, x.all(y, x == y))")
     compile_expression("r.a.map(x, x).map(x, x).filter(x, true)")  # chained, not nested
     with pytest.raises(ExpressionError) as caught:
-        compile_expression("r.a.all(x, r.a.all(y, r.a.all(z, true)))")
+        compile_expression("r.a.all(x, x.all(y, y.all(z, true)))")
     assert caught.value.message == "macros nested too deeply (more than 2 levels)"
-    assert caught.value.position == 26
-    compile_expression("r.a.all(x, r.a.all(y, r.a.all(z, true)))", max_macro_depth=3)
+    assert caught.value.position == 22
+    compile_expression("r.a.all(x, x.all(y, y.all(z, true)))", max_macro_depth=3)
 
 
 @pytest.mark.parametrize(
@@ -973,7 +988,7 @@ SAMPLES = [
     'r.value * 2 > 10 && r.key != "x"',
     "r.a + r.b * 2 - -r.c / 3 % 4",
     "r.xs.map(x, x * 2).filter(y, y > 2).exists(z, z == 4)",
-    "r.xs.all(x, r.xs.exists_one(y, y == x))",
+    "r.xs.all(x, x.ys.exists_one(y, y == x))",
     "has(r.a.b) ? r.a.b.size() : size(r.s)",
     "r.s.startsWith('a') || r.s.matches('b+') || r.s.contains(r.t) || r.s.lower() == 'x'",
     "{r.k: [1, 2u, 3.0, null]}[r.k][0] == 1 && r.a in r.m",
