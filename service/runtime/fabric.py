@@ -12,6 +12,7 @@ override to deliver batches late and interleaved (still FIFO per sender).
 
 from __future__ import annotations
 
+import asyncio
 from collections import deque
 from collections.abc import Callable
 from typing import Generic, TypeVar
@@ -49,6 +50,8 @@ class Fabric:
         if peers < 1:
             raise ValueError(f"workers must be at least 1, not {peers}")
         self.peers = peers
+        self.local = range(peers)
+        """The workers that run in this process (all of them, here)."""
         self._mailboxes: dict[int, list[Mailbox[object]]] = {}
         self._released: dict[int, int] = {}
         """Per channel, how many workers have released it (it goes once all have)."""
@@ -76,11 +79,22 @@ class Fabric:
         worker may still send on it.
         """
         released = self._released.get(channel, 0) + 1
-        if released < self.peers:
+        if released < len(self.local):
             self._released[channel] = released
             return
         self._released.pop(channel, None)
         self._mailboxes.pop(channel, None)
+
+    def stalled(self) -> bool:
+        """Whether the workers should wait before their next step (a full send buffer)."""
+        return False
+
+    async def ready(self) -> None:
+        """Wait until :meth:`stalled` is false."""
+
+    def failed(self) -> asyncio.Future[None] | None:
+        """A future that fails if the fabric breaks (``None``: one process cannot)."""
+        return None
 
     def channel_count(self) -> int:
         """How many channels have mailboxes now (a dataflow that is gone leaves none)."""

@@ -10,6 +10,7 @@ its dataflows complete; ``execute`` then returns every worker's result, in worke
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -166,7 +167,10 @@ class Worker:
         shares the loop) run between rounds. With no dataflows left it returns at once.
         """
         if self.step_nowait():
-            await asyncio.sleep(0)
+            if self.fabric.stalled():
+                await self.fabric.ready()  # a peer's socket is behind: let it drain
+            else:
+                await asyncio.sleep(0)
             return
         if not self._dataflows:
             return
@@ -196,29 +200,46 @@ async def execute(
     An exception raised by any worker (or by an operator it schedules) ends ``execute`` with
     that exception, after every other worker's task has been cancelled and awaited.
     ``fabric`` replaces the in-process communication (tests use one that delivers progress
-    late and interleaved); its ``peers`` must equal ``workers``.
+    late and interleaved; a cluster's connects processes): ``workers`` of its ``peers`` run
+    here, those in ``fabric.local``. If the fabric fails (a peer process is lost),
+    ``execute`` ends with its error.
     """
     if fabric is None:
         fabric = Fabric(workers)
-    elif fabric.peers != workers:
-        raise ValueError(f"the fabric connects {fabric.peers} workers, not {workers}")
-    all_workers = [Worker(i, workers, fabric) for i in range(workers)]
+    elif len(fabric.local) != workers:
+        raise ValueError(f"the fabric connects {len(fabric.local)} workers, not {workers}")
+    local = [Worker(i, fabric.peers, fabric) for i in fabric.local]
 
     async def run_one(worker: Worker) -> R:
         result = await fn(worker)
         await worker._finish()
         return result
 
-    try:
-        async with asyncio.TaskGroup() as group:
-            tasks = [group.create_task(run_one(w), name=f"worker-{w.index}") for w in all_workers]
-    except BaseExceptionGroup as failure:
-        # One failing worker cancels the others; report the failure itself, not a group.
-        first = failure.exceptions[0]
-        while isinstance(first, BaseExceptionGroup):
-            first = first.exceptions[0]
-        raise first from None
-    return [task.result() for task in tasks]
+    async def run_all() -> list[R]:
+        try:
+            async with asyncio.TaskGroup() as group:
+                tasks = [group.create_task(run_one(w), name=f"worker-{w.index}") for w in local]
+        except BaseExceptionGroup as failure:
+            # One failing worker cancels the others; report the failure itself, not a group.
+            first = failure.exceptions[0]
+            while isinstance(first, BaseExceptionGroup):
+                first = first.exceptions[0]
+            raise first from None
+        return [task.result() for task in tasks]
+
+    failed = fabric.failed()
+    if failed is None:
+        return await run_all()
+    workers_done = asyncio.ensure_future(run_all())
+    racing: list[asyncio.Future[Any]] = [workers_done, failed]
+    await asyncio.wait(racing, return_when=asyncio.FIRST_COMPLETED)
+    if workers_done.done():
+        return workers_done.result()
+    workers_done.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await workers_done
+    failed.result()  # raises the fabric's error
+    raise AssertionError("the fabric's failure completed without an error")
 
 
 def run(fn: Callable[[Worker], Awaitable[R]], workers: int = 1) -> list[R]:
