@@ -44,6 +44,7 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -101,6 +102,7 @@ def sink_write(frame: DataFrame, url: str, dataflow: str, size: int) -> None:
         .option("input", "rows")
         .option("timeColumn", "t")
         .option("batchSize", str(size))
+        .option("writerId", f"bench-{uuid.uuid4().hex}")  # a new write each time
         .save()
     )
 

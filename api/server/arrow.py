@@ -74,6 +74,20 @@ def _jsonable(pa: Any, kind: Any) -> bool:
     return False
 
 
+def _type_depth(pa: Any, kind: Any) -> int:
+    """How many lists and objects a value of ``kind`` nests (a scalar is 0)."""
+    types = pa.types
+    if types.is_list(kind) or types.is_large_list(kind) or types.is_fixed_size_list(kind):
+        return 1 + _type_depth(pa, kind.value_type)
+    if types.is_struct(kind):
+        return 1 + max(
+            (_type_depth(pa, kind.field(i).type) for i in range(kind.num_fields)), default=0
+        )
+    if types.is_dictionary(kind):
+        return _type_depth(pa, kind.value_type)
+    return 0
+
+
 @cache
 def _builder(width: int) -> Callable[..., list[dict[str, Any]]]:
     """A function making one dict per row from ``width`` names and ``width`` column lists.
@@ -121,6 +135,17 @@ class ArrowRecords:
 
     def __len__(self) -> int:
         return len(self.times)
+
+    @property
+    def decoded(self) -> list[Any] | None:
+        """The records, if they came as a column of JSON text (else ``None``: columns)."""
+        return self._decoded
+
+    def row_depth(self) -> int:
+        """How deeply a record (an object of the columns) nests: 1 + its deepest column's."""
+        if self._decoded is not None or self._table.num_columns == 0:
+            return 1
+        return 1 + max(_type_depth(self._pa, f.type) for f in self._table.schema)
 
     def time_at(self, index: int) -> int:
         """The time of record ``index``."""

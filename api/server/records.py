@@ -22,6 +22,7 @@ from typing import Any
 
 import orjson
 
+from api.server.arrow import ArrowRecords
 from service.app import Invalid, Limits
 
 ORJSON_DEPTH = 254
@@ -111,3 +112,30 @@ def _refuse_first(
                 f"record {index} cannot be stored: {error}",
                 [{"pointer": pointer(index), "detail": str(error)}],
             ) from None
+
+
+def check_columns(columns: ArrowRecords, body_bytes: int, limits: Limits) -> None:
+    """:func:`check_records` for a staged Arrow body, which stays columnar until its commit.
+
+    Records of JSON text are checked as they were decoded; records made of typed columns
+    nest as deeply as the schema says (checked once, not per row), and are made into Python
+    values to be sized only if the body is larger than one record may be.
+    """
+    decoded = columns.decoded
+    if decoded is not None:
+        check_records(decoded, body_bytes, limits, _row)
+        return
+    most = min(limits.max_record_depth, MOST_RECORD_DEPTH)
+    depth = columns.row_depth()
+    if depth > most and len(columns):
+        raise Invalid(
+            f"record 0 nests {depth} levels deep, beyond max_record_depth ({most}): the "
+            "columns' types nest that deep",
+            [{"pointer": _row(0), "detail": "beyond max_record_depth"}],
+        )
+    if body_bytes > limits.max_record_bytes:
+        check_records(columns.records(), body_bytes, limits, _row)
+
+
+def _row(index: int) -> str:
+    return f"row {index}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from operator import itemgetter
 from typing import Any
 
 from aiohttp import web
@@ -10,8 +11,9 @@ from api.codec import ack_json
 from api.models import Commit, InputCommit, Stage
 from api.server.arrow import ARROW_STREAM, columns_from_arrow
 from api.server.context import SETTINGS
-from api.server.http import json_response, parse
+from api.server.http import json_response, parse, read_body
 from api.server.inputs import producer_of
+from api.server.records import check_columns, check_records
 from service.app import Columns, LimitExceeded
 
 
@@ -19,14 +21,17 @@ async def stage(request: web.Request) -> web.Response:
     """Stage records in a transaction (an Arrow body stays columnar until the commit)."""
     producer = producer_of(request)
     records: list[tuple[Any, Any]] | Columns
-    data = await request.read()
+    data = await read_body(request)
+    limits = request.app[SETTINGS].limits
     if request.content_type == ARROW_STREAM:
         records = columns_from_arrow(data)
         raw = ("arrow-columns", data)
+        check_columns(records, len(data), limits)
     else:
         records = list((await parse(request, Stage)).records)
         raw = ("json", data)
-    most = request.app[SETTINGS].limits.max_batch_records
+        check_records(list(map(itemgetter(1), records)), len(data), limits)
+    most = limits.max_batch_records
     if len(records) > most:
         raise LimitExceeded(f"a batch of {len(records)} records exceeds max_batch_records ({most})")
     staged = producer.stage(request.match_info["txn"], records, raw)

@@ -39,6 +39,7 @@ _REPLAY_LIMITS = Limits(
     max_batch_records=1 << 62,
     max_sessions_per_input=1 << 62,
     max_staged_records_per_input=1 << 62,
+    max_staged_bytes_per_input=1 << 62,
     idempotency_keys_kept=Limits().idempotency_keys_kept,
     staged_transaction_seconds=math.inf,
 )

@@ -146,6 +146,11 @@ class Columns(Protocol):
         ...
 
 
+def _body_bytes(raw: Raw | None) -> int:
+    """The size of a staging request's body (0 for a batch given without one)."""
+    return 0 if raw is None else len(raw[1])
+
+
 Chunk: TypeAlias = "list[tuple[Hashable, Any]] | Columns"
 """What one staging request added to a transaction."""
 
@@ -161,6 +166,8 @@ class Transaction:
     chunks: list[Chunk] = field(default_factory=list)
     size: int = 0
     """How many records the chunks hold."""
+    bytes: int = 0
+    """How many bytes the staging requests' bodies held (what the byte cap counts)."""
     logged: list[tuple[Raw | None, Any]] = field(default_factory=list)
     """With a journal: each chunk as it was logged (its raw bytes, or the pairs), so a
     checkpoint of the input can hold the open transaction."""
@@ -240,6 +247,7 @@ class ProducerInput:
         self.sessions: dict[str, Session] = {}
         self.transactions: dict[str, Transaction] = {}
         self._staged = 0
+        self._staged_bytes = 0
         self._commits: OrderedDict[str, tuple[tuple[str, ...], Ack]] = OrderedDict()
         self._expired: OrderedDict[str, Expiry] = OrderedDict()
         """Transactions that expired, until their names are aborted (the latest
@@ -331,8 +339,10 @@ class ProducerInput:
                 chunk = decode(raw) if raw is not None else data
                 transaction.chunks.append(chunk)
                 transaction.size += len(chunk)
+                transaction.bytes += _body_bytes(raw)
                 transaction.logged.append((raw, data))
                 self._staged += len(chunk)
+                self._staged_bytes += _body_bytes(raw)
         self._commits = OrderedDict(state["commits"])
         self._expired = OrderedDict(state.get("expired", []))
         self.records_in = state["records_in"]
@@ -613,6 +623,12 @@ class ProducerInput:
                 f"input {self.name!r} would hold more than max_staged_records_per_input "
                 f"({self._limits.max_staged_records_per_input}) staged records"
             )
+        size = _body_bytes(raw)
+        if self._staged_bytes + size > self._limits.max_staged_bytes_per_input:
+            raise LimitExceeded(
+                f"input {self.name!r} would hold more than max_staged_bytes_per_input "
+                f"({self._limits.max_staged_bytes_per_input}) bytes of staged bodies"
+            )
         if isinstance(batch, list):
             self._check_staged_pairs(batch, base_time)
         elif len(batch):
@@ -625,7 +641,9 @@ class ProducerInput:
         if len(batch):
             transaction.chunks.append(batch)
             transaction.size += len(batch)
+            transaction.bytes += size
             self._staged += len(batch)
+            self._staged_bytes += size
             if self.journal is not None:
                 transaction.logged.append((raw, batch if raw is None else None))
         return transaction.size
@@ -656,6 +674,11 @@ class ProducerInput:
         """The open transactions and how many records each holds, in the order they began."""
         return {t.id: t.size for t in self.transactions.values()}
 
+    def _unstage(self, transaction: Transaction) -> None:
+        """Take a transaction that is gone (committed, aborted, expired) off the caps."""
+        self._staged -= transaction.size
+        self._staged_bytes -= transaction.bytes
+
     @property
     def staged_records(self) -> int:
         """Records staged in all open transactions (bounded by max_staged_records_per_input)."""
@@ -675,7 +698,7 @@ class ProducerInput:
             return 0
         self._record("abort", (transaction_id,), None, None)
         transaction = self.transactions.pop(transaction_id)
-        self._staged -= transaction.size
+        self._unstage(transaction)
         return transaction.size
 
     # ----------------------------------------------------------------- expiry
@@ -704,7 +727,7 @@ class ProducerInput:
             return
         self._record("expire", (transaction_id, now), None, None)
         del self.transactions[transaction_id]
-        self._staged -= transaction.size
+        self._unstage(transaction)
         self._expired[transaction_id] = Expiry(transaction.touched, now, transaction.size)
         while len(self._expired) > self._limits.idempotency_keys_kept:
             self._expired.popitem(last=False)
@@ -801,7 +824,7 @@ class ProducerInput:
         self._record("commit", meta, None, None)
         applied = self._send_staged(chunks)
         for t in transaction_ids:
-            self._staged -= self.transactions.pop(t).size
+            self._unstage(self.transactions.pop(t))
         if advance_to is not None:
             if session is not None:
                 self._advance(session, advance_to)
@@ -818,7 +841,7 @@ class ProducerInput:
         for t in transaction_ids:
             transaction = self.transactions.pop(t, None)
             if transaction is not None:
-                self._staged -= transaction.size
+                self._unstage(transaction)
             self._expired.pop(t, None)  # discarded as a leftover: its name is free again
 
     def _check_commit(self, chunks: list[Chunk], time: Hashable, what: str) -> None:
@@ -879,6 +902,7 @@ class ProducerInput:
         self.transactions.clear()
         self._expired.clear()
         self._staged = 0
+        self._staged_bytes = 0
         self._time = None
         self._effect(self._drop_base)
 

@@ -19,6 +19,10 @@ class Limits:
     max_subscribers_per_dataflow: int = 2_000
     max_sessions_per_input: int = 1_000
     max_staged_records_per_input: int = 1_000_000
+    max_staged_bytes_per_input: int = 256 * 1024 * 1024
+    """The bytes of staging requests' bodies an input's open transactions may hold (beside
+    max_staged_records_per_input): staged records are bounded in memory, whatever their
+    sizes."""
     output_retention_records: int = 1_000_000
     output_retention_bytes: int = 256 * 1024 * 1024
     """The encoded bytes of records an output keeps for readers, at most (beside
@@ -30,8 +34,9 @@ class Limits:
     ws_credits: int = 16
     idempotency_keys_kept: int = 10_000
     staged_transaction_seconds: float = 3_600.0
-    """A staged transaction nobody commits or aborts for this long is aborted: what a writer
-    that died left staged stops holding its input's frontier and its share of the staging cap."""
+    """A staged transaction neither committed nor aborted this long after its last staging
+    request is discarded (durably): what a writer that died left staged stops counting
+    against the staging caps; committing it is then 410 ``transaction-expired``."""
     max_record_depth: int = 64
     """How deeply a record's lists and objects may nest; a deeper record is refused where it
     arrives (deep records would make every step that walks them recurse without bound)."""

@@ -34,7 +34,12 @@ from tests.e2e.conftest import (
 
 PROBLEM = "application/problem+json"
 RECORD_BYTES = 10_000
-LIMITS = {"max_record_bytes": RECORD_BYTES, "max_record_depth": 64}
+STAGED_BYTES = 2_000
+LIMITS = {
+    "max_record_bytes": RECORD_BYTES,
+    "max_record_depth": 64,
+    "max_staged_bytes_per_input": STAGED_BYTES,
+}
 
 
 @pytest.fixture(scope="module")
@@ -86,6 +91,7 @@ async def post(http: aiohttp.ClientSession, path: str, body: Any) -> tuple[int, 
 
 
 JSON = {"Content-Type": "application/json"}
+ARROW = "application/vnd.apache.arrow.stream"
 
 
 def arrow_body(times: list[int], records: list[Any]) -> bytes:
@@ -151,6 +157,51 @@ async def test_a_record_nested_beyond_max_record_depth_is_refused_where_it_arriv
         seen = await events.until(lambda e: e["type"] == "progress")
         assert seen == [messages(0, nested(64), nested(64)), progress((1, 1), (0, -1))]
         await events.aclose()
+
+
+async def test_staged_records_are_held_to_the_record_limits(server: Server) -> None:
+    async with aiohttp.ClientSession(server.url) as http, AsyncClient(server.url) as client:
+        df = (await client.create_dataflow(PASS_THROUGH))["id"]
+        base = f"/v1/dataflows/{df}/inputs/words/transactions"
+
+        async def put(txn: str, body: bytes, content_type: str) -> tuple[int, Any]:
+            async with http.put(
+                f"{base}/{txn}", data=body, headers={"Content-Type": content_type}
+            ) as response:
+                return response.status, await response.json(content_type=None)
+
+        deep = dumps({"records": [[0, "ok"], [0, Deep(65)]]})
+        assert await put("t1", deep, "application/json") == (422, too_deep(1, 65))
+        arrow = arrow_body([0, 0, 0], ["a", nested(3), Deep(300)])
+        status, problem = await put("t1", arrow, ARROW)
+        assert (status, problem["detail"], problem["problems"]) == (
+            422,
+            "record 2 nests 300 levels deep, beyond max_record_depth (64)",
+            [{"pointer": "row 2", "detail": "beyond max_record_depth"}],
+        )
+        assert (await client.request("GET", f"/v1/dataflows/{df}/inputs/words"))["staged"] == 0
+
+
+async def test_staged_bodies_are_capped_in_bytes(server: Server) -> None:
+    async with aiohttp.ClientSession(server.url) as http, AsyncClient(server.url) as client:
+        df = (await client.create_dataflow(PASS_THROUGH))["id"]
+        base = f"/v1/dataflows/{df}/inputs/words/transactions"
+        body = orjson.dumps({"records": [[0, "x" * 1_400]]})  # 1,419 bytes, one record
+
+        async def put(txn: str) -> tuple[int, Any]:
+            async with http.put(f"{base}/{txn}", data=body, headers=JSON) as response:
+                return response.status, await response.json(content_type=None)
+
+        assert await put("t1") == (200, {"staged": 1})
+        status, problem = await put("t2")
+        assert (status, problem["detail"]) == (
+            429,
+            f"input 'words' would hold more than max_staged_bytes_per_input ({STAGED_BYTES}) "
+            "bytes of staged bodies",
+        )
+        async with http.delete(f"{base}/t1") as response:
+            assert response.status == 200
+        assert await put("t2") == (200, {"staged": 1})  # the abort gave its bytes back
 
 
 async def test_a_record_over_max_record_bytes_is_refused_and_small_ones_are_not(
