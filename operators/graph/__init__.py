@@ -1,15 +1,12 @@
 """Graph specifications and their compiler: declarative dataflows with CEL expressions."""
 
 from operators.graph.cel import EvaluationError, Expression, ExpressionError, compile_expression
-from operators.graph.compiler import (
+from operators.graph.compiler import BuiltGraph, GraphContext, Plan, RecordErrors, compile_graph
+from operators.graph.ops.node import NodeBuilder
+from operators.graph.registry import (
     CATALOGUE,
-    BuiltGraph,
-    GraphContext,
     OpKind,
     Param,
-    Plan,
-    RecordErrors,
-    compile_graph,
     describe_catalogue,
     register_operator,
 )
@@ -24,6 +21,7 @@ __all__ = [
     "GraphContext",
     "GraphError",
     "GraphSpec",
+    "NodeBuilder",
     "OpKind",
     "Param",
     "Plan",
