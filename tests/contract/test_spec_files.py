@@ -7,14 +7,17 @@
 * every ``$ref`` in the three kinds of file resolves, every schemas/*.json is a valid
   JSON Schema 2020-12 and is used, and every example embedded anywhere validates against
   the schema it illustrates;
-* the pydantic request models (api/models.py) accept exactly what the schemas accept.
+* the pydantic request models (api/models.py) accept exactly what the schemas accept;
+* the operator schemas (a graph's ``Node``, ``OperatorKind``) say what the operator registry
+  says: its operators, their parameters and what each parameter takes.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from dataclasses import replace
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -31,7 +34,8 @@ from referencing.jsonschema import DRAFT202012
 
 from api import models
 from api.codec import summary_json
-from operators.graph import compile_graph, describe_catalogue, parse_graph
+from operators.graph import CATALOGUE, OpKind, Param, compile_graph, describe_catalogue, parse_graph
+from operators.graph.registry import PARAM_KINDS, describe_kind
 from service.app import errors
 from service.app.manager import DataflowRecord
 
@@ -744,6 +748,107 @@ def test_service_errors_are_specified_problems() -> None:
 def test_the_catalogue_matches_its_schema() -> None:
     catalogue = {"operators": describe_catalogue()}
     validator_at(OPENAPI, (*COMPONENTS, "OperatorCatalogue")).validate(catalogue)
+
+
+# --------------------------------------------------------------------------- operators
+
+
+def _param_schema_problems(name: str, schema: dict[str, Any], params: list[Param]) -> list[str]:
+    """How the Node schema's property ``name`` differs from the registry's ``params``."""
+    problems: list[str] = []
+    for param in params:
+        wanted: dict[str, Any] = {}
+        if param.kind == "expr":
+            wanted = {"type": "string"}
+        elif param.kind == "int":
+            wanted = {"type": "integer", "minimum": param.minimum, "maximum": param.maximum}
+        elif param.kind == "choice":
+            wanted = {"enum": list(param.choices)}
+        found = {key: schema.get(key) for key in wanted}
+        if found != wanted:
+            problems.append(f"Node.{name}: {found} in openapi.yaml, {wanted} in the registry")
+    return problems
+
+
+def _param_names(registry: Mapping[str, OpKind]) -> dict[str, list[str]]:
+    """Every parameter name of ``registry``, with the operators taking it."""
+    holders: dict[str, list[str]] = {}
+    for op, kind in registry.items():
+        for name in kind.params:
+            holders.setdefault(name, []).append(op)
+    return holders
+
+
+def _node_schema_problems(registry: Mapping[str, OpKind], node: dict[str, Any]) -> list[str]:
+    """How the Node schema's ``op`` and parameter properties differ from ``registry``."""
+    problems: list[str] = []
+    if sorted(node["op"]["examples"]) != sorted(registry):
+        problems.append(f"Node.op names {sorted(node['op']['examples'])}, not {sorted(registry)}")
+    holders = _param_names(registry)
+    declared = set(node) - {"op", "scope"}
+    if declared != set(holders):
+        problems.append(f"Node declares {sorted(declared)}, the registry {sorted(holders)}")
+    for name in sorted(declared & set(holders)):
+        problems.extend(
+            _param_schema_problems(
+                name, node[name], [registry[op].params[name] for op in holders[name]]
+            )
+        )
+        # on_error is described once for all: it is what the operators with expressions take.
+        if name != "on_error":
+            named = set(re.findall(r"\w+", node[name]["description"]))
+            problems.extend(
+                f"Node.{name}'s description does not name {op}"
+                for op in holders[name]
+                if op not in named
+            )
+    with_expressions = [
+        op for op, kind in registry.items() if any(p.kind == "expr" for p in kind.params.values())
+    ]
+    if holders.get("on_error", []) != with_expressions:
+        problems.append("on_error is not taken by exactly the operators with expressions")
+    return problems
+
+
+def operator_schema_problems(registry: Mapping[str, OpKind]) -> list[str]:
+    """How openapi.yaml's operator schemas differ from ``registry`` (empty: they do not)."""
+    schemas = load(OPENAPI)["components"]["schemas"]
+    problems = _node_schema_problems(registry, schemas["Node"]["properties"])
+    kind_schema = schemas["OperatorKind"]
+    enum = kind_schema["properties"]["params"]["additionalProperties"]["properties"]["kind"]
+    if enum["enum"] != list(PARAM_KINDS):
+        problems.append(f"OperatorKind's parameter kinds are {enum['enum']}, not {PARAM_KINDS}")
+    problems.extend(
+        f"the OperatorKind example of {example['op']} is not the registry's"
+        for example in kind_schema["examples"]
+        if example["op"] not in registry or example != describe_kind(registry[example["op"]])
+    )
+    return problems
+
+
+def test_the_operator_schemas_are_the_registrys() -> None:
+    assert operator_schema_problems(CATALOGUE) == []
+
+
+def test_operator_schema_drift_is_reported() -> None:
+    registry = dict(CATALOGUE)
+    del registry["inspect"]
+    partition = registry["partition"]
+    registry["partition"] = replace(
+        partition, params={**partition.params, "parts": Param("int", minimum=1, maximum=64)}
+    )
+    registry["map"] = replace(registry["map"], params={"expr": Param("expr", variables=("x",))})
+    registry["tally"] = OpKind("tally", 1, 1, {"by": Param("json")}, builder=lambda i, p: i)
+    assert operator_schema_problems(registry) == [
+        f"Node.op names {sorted(CATALOGUE)}, not {sorted(registry)}",
+        f"Node declares {sorted(_param_names(CATALOGUE))}, "
+        f"the registry {sorted(_param_names(registry))}",
+        "Node.parts: {'type': 'integer', 'minimum': 1, 'maximum': 1024} in openapi.yaml, "
+        "{'type': 'integer', 'minimum': 1, 'maximum': 64} in the registry",
+        "on_error is not taken by exactly the operators with expressions",
+        "the OperatorKind example of map is not the registry's",
+        "the OperatorKind example of partition is not the registry's",
+    ]
 
 
 def test_a_plan_and_a_summary_match_their_schemas() -> None:
