@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
+from graphlib import TopologicalSorter
 from typing import Any
 
 import operators.graph.ops  # noqa: F401 - registers the built-in operators
@@ -33,7 +34,7 @@ from operators.graph.registry import (
     describe_catalogue,
     register_operator,
 )
-from operators.graph.spec import GraphError, GraphSpec, Problem, escape
+from operators.graph.spec import EdgeSpec, GraphError, GraphSpec, NodeSpec, Problem, escape
 from operators.stream import Stream
 from service.progress import Antichain, Builder, Source, Target
 
@@ -192,127 +193,177 @@ def _move(stream: Stream, target: Any, scopes: dict[str | None, Any], spec: Grap
 def compile_graph(spec: GraphSpec) -> Plan:
     """Check everything about ``spec`` and compile its expressions.
 
+    Nodes are checked first (operators, parameters, expressions, placement), then edges
+    (ports), then that every input port is connected; cycles only once all that is right.
+
     Raises:
         GraphError: listing every problem found, each with a JSON pointer.
     """
     problems: list[Problem] = []
+    kinds: dict[str, OpKind] = {}
     expressions: dict[str, dict[str, Expression]] = {}
     outputs_of: dict[str, int] = {}
-    kinds: dict[str, OpKind] = {}
-
     for node in spec.nodes.values():
-        kind = CATALOGUE.get(node.op)
-        if kind is None:
-            known = ", ".join(sorted(CATALOGUE))
-            problems.append(
-                Problem(f"{node.pointer}/op", f"unknown operator {node.op!r} ({known})")
-            )
-            continue
-        kinds[node.name] = kind
-        compiled: dict[str, Expression] = {}
-        problems.extend(
-            Problem(f"{node.pointer}/{escape(key)}", f"{node.op} has no parameter {key!r}")
-            for key in node.params
-            if key not in kind.params
-        )
-        for key, param in kind.params.items():
-            pointer = f"{node.pointer}/{escape(key)}"
-            if key not in node.params:
-                if param.required:
-                    problems.append(Problem(pointer, f"{node.op} needs the parameter {key!r}"))
-                continue
-            value = node.params[key]
-            if param.kind == "expr":
-                if not isinstance(value, str):
-                    problems.append(Problem(pointer, "an expression must be a string"))
-                    continue
-                try:
-                    compiled[key] = compile_expression(value, param.variables, batch=param.batch)
-                except ExpressionError as error:
-                    problems.append(Problem(pointer, f"expression does not compile: {error}"))
-                    continue
-                found = compiled[key].result_type
-                if param.result and found not in param.result:
-                    wanted = " or ".join(t for t in param.result if t != "dyn")
-                    problems.append(Problem(pointer, f"the expression gives {found}, not {wanted}"))
-            elif param.kind == "int":
-                if type(value) is not int or not param.minimum <= value <= param.maximum:
-                    problems.append(
-                        Problem(
-                            pointer,
-                            f"must be an integer from {param.minimum} to {param.maximum}",
-                        )
-                    )
-            elif param.kind == "choice" and value not in param.choices:
-                problems.append(Problem(pointer, f"must be one of {', '.join(param.choices)}"))
-            # a "json" parameter is any JSON value: the operator's builder checks it
-        expressions[node.name] = compiled
-        outputs = kind.outputs
-        count = outputs if isinstance(outputs, int) else node.params.get(outputs, 1)
-        outputs_of[node.name] = count if type(count) is int and count >= 0 else 1
-        if kind.in_root and node.scope is not None:
-            problems.append(Problem(f"{node.pointer}/scope", f"an {node.op} must be in the root"))
-        if kind.is_loop and (node.scope is None or spec.scopes[node.scope].kind != "iterative"):
-            problems.append(Problem(node.pointer, f"a {node.op} must be inside an iterative scope"))
+        kind = _kind_of(node, problems)
+        if kind is not None:
+            kinds[node.name] = kind
+            expressions[node.name] = _check_params(node, kind, problems)
+            outputs_of[node.name] = _output_count(node, kind)
+            problems.extend(_check_placement(node, kind, spec))
+    ports = _connect(spec, kinds, outputs_of, problems)
+    inputs_of = _ordered_inputs(spec, kinds, ports, problems)
+    if not problems:
+        problems.extend(_check_cycles(spec, inputs_of))
+    if problems:
+        raise GraphError(problems)
+    return Plan(spec, _build_order(spec, inputs_of), inputs_of, outputs_of, expressions)
 
-    inputs_of: dict[str, dict[int, tuple[str, int, str]]] = {n: {} for n in spec.nodes}
+
+def _kind_of(node: NodeSpec, problems: list[Problem]) -> OpKind | None:
+    """The node's registry entry, or ``None`` (and a problem) for an unknown operator."""
+    kind = CATALOGUE.get(node.op)
+    if kind is None:
+        known = ", ".join(sorted(CATALOGUE))
+        problems.append(Problem(f"{node.pointer}/op", f"unknown operator {node.op!r} ({known})"))
+    return kind
+
+
+def _check_params(node: NodeSpec, kind: OpKind, problems: list[Problem]) -> dict[str, Expression]:
+    """Check the node's parameters against its kind; returns its compiled expressions."""
+    problems.extend(
+        Problem(f"{node.pointer}/{escape(key)}", f"{node.op} has no parameter {key!r}")
+        for key in node.params
+        if key not in kind.params
+    )
+    compiled: dict[str, Expression] = {}
+    for key, param in kind.params.items():
+        pointer = f"{node.pointer}/{escape(key)}"
+        if key not in node.params:
+            if param.required:
+                problems.append(Problem(pointer, f"{node.op} needs the parameter {key!r}"))
+            continue
+        value = node.params[key]
+        if param.kind == "expr":
+            expression = _check_expression(value, param, pointer, problems)
+            if expression is not None:
+                compiled[key] = expression
+        else:
+            problems.extend(_check_value(value, param, pointer))
+    return compiled
+
+
+def _check_expression(
+    value: Any, param: Param, pointer: str, problems: list[Problem]
+) -> Expression | None:
+    """Compile an expression parameter; ``None`` (and a problem) if it is not one.
+
+    An expression that compiles but gives a type the parameter does not accept is still
+    returned (with its problem), as it was before.
+    """
+    if not isinstance(value, str):
+        problems.append(Problem(pointer, "an expression must be a string"))
+        return None
+    try:
+        expression = compile_expression(value, param.variables, batch=param.batch)
+    except ExpressionError as error:
+        problems.append(Problem(pointer, f"expression does not compile: {error}"))
+        return None
+    found = expression.result_type
+    if param.result and found not in param.result:
+        wanted = " or ".join(t for t in param.result if t != "dyn")
+        problems.append(Problem(pointer, f"the expression gives {found}, not {wanted}"))
+    return expression
+
+
+def _check_value(value: Any, param: Param, pointer: str) -> list[Problem]:
+    """Problems of a parameter that is not an expression (an int, a choice, any JSON)."""
+    if param.kind == "int":
+        if type(value) is not int or not param.minimum <= value <= param.maximum:
+            message = f"must be an integer from {param.minimum} to {param.maximum}"
+            return [Problem(pointer, message)]
+    elif param.kind == "choice" and value not in param.choices:
+        return [Problem(pointer, f"must be one of {', '.join(param.choices)}")]
+    return []  # a "json" parameter is any JSON value: the operator's builder checks it
+
+
+def _output_count(node: NodeSpec, kind: OpKind) -> int:
+    """How many output ports the node has (a bad count parameter, reported already, is 1)."""
+    outputs = kind.outputs
+    count = outputs if isinstance(outputs, int) else node.params.get(outputs, 1)
+    return count if type(count) is int and count >= 0 else 1
+
+
+def _check_placement(node: NodeSpec, kind: OpKind, spec: GraphSpec) -> list[Problem]:
+    """Operators that must be in the root, and loop operators outside an iterative scope."""
+    problems: list[Problem] = []
+    if kind.in_root and node.scope is not None:
+        problems.append(Problem(f"{node.pointer}/scope", f"an {node.op} must be in the root"))
+    if kind.is_loop and (node.scope is None or spec.scopes[node.scope].kind != "iterative"):
+        problems.append(Problem(node.pointer, f"a {node.op} must be inside an iterative scope"))
+    return problems
+
+
+def _connect(
+    spec: GraphSpec, kinds: dict[str, OpKind], outputs_of: dict[str, int], problems: list[Problem]
+) -> dict[str, dict[int, tuple[str, int, str]]]:
+    """Each node's connected input ports: port -> ``(node, output port, edge pointer)``."""
+    ports: dict[str, dict[int, tuple[str, int, str]]] = {n: {} for n in spec.nodes}
     for edge in spec.edges:
-        source, target = edge.source, edge.target
-        ok = True
-        if source.node not in spec.nodes:
-            problems.append(Problem(edge.source_pointer, f"no node {source.node!r}"))
-            ok = False
-        elif source.node in outputs_of and source.port >= outputs_of[source.node]:
-            problems.append(
-                Problem(
-                    edge.source_pointer,
-                    f"{source.node} ({spec.nodes[source.node].op}) has no output {source.port}",
-                )
-            )
-            ok = False
-        if target.node not in spec.nodes:
-            problems.append(Problem(edge.target_pointer, f"no node {target.node!r}"))
-            ok = False
-        elif target.node in kinds:
-            arity = kinds[target.node].inputs
-            if arity is not None and target.port >= arity:
-                problems.append(
-                    Problem(
-                        edge.target_pointer,
-                        f"{target.node} ({spec.nodes[target.node].op}) has no input {target.port}",
-                    )
-                )
-                ok = False
-        if not ok:
+        found = _check_ends(edge, spec, kinds, outputs_of)
+        if found:
+            problems.extend(found)
             continue
-        taken = inputs_of[target.node].get(target.port)
+        target = edge.target
+        taken = ports[target.node].get(target.port)
         if taken is not None:
-            problems.append(
-                Problem(
-                    edge.target_pointer,
-                    f"input {target} is already connected by {taken[2]}; use a concat to merge",
-                )
-            )
+            message = f"input {target} is already connected by {taken[2]}; use a concat to merge"
+            problems.append(Problem(edge.target_pointer, message))
             continue
-        inputs_of[target.node][target.port] = (source.node, source.port, edge.pointer)
+        ports[target.node][target.port] = (edge.source.node, edge.source.port, edge.pointer)
+    return ports
 
-    ordered_inputs: dict[str, list[tuple[str, int]]] = {}
+
+def _check_ends(
+    edge: EdgeSpec, spec: GraphSpec, kinds: dict[str, OpKind], outputs_of: dict[str, int]
+) -> list[Problem]:
+    """Problems of an edge's two ends: a node that does not exist, a port it does not have."""
+    problems: list[Problem] = []
+    source, target = edge.source, edge.target
+    if source.node not in spec.nodes:
+        problems.append(Problem(edge.source_pointer, f"no node {source.node!r}"))
+    elif source.node in outputs_of and source.port >= outputs_of[source.node]:
+        op = spec.nodes[source.node].op
+        message = f"{source.node} ({op}) has no output {source.port}"
+        problems.append(Problem(edge.source_pointer, message))
+    if target.node not in spec.nodes:
+        problems.append(Problem(edge.target_pointer, f"no node {target.node!r}"))
+    elif target.node in kinds:
+        arity = kinds[target.node].inputs
+        if arity is not None and target.port >= arity:
+            op = spec.nodes[target.node].op
+            message = f"{target.node} ({op}) has no input {target.port}"
+            problems.append(Problem(edge.target_pointer, message))
+    return problems
+
+
+def _ordered_inputs(
+    spec: GraphSpec,
+    kinds: dict[str, OpKind],
+    ports: dict[str, dict[int, tuple[str, int, str]]],
+    problems: list[Problem],
+) -> Inputs:
+    """Each known node's inputs in port order; every port it has must be connected."""
+    ordered: Inputs = {}
     for name, kind in kinds.items():
-        ports = inputs_of[name]
-        arity = kind.inputs if kind.inputs is not None else max(len(ports), 1)
+        connected = ports[name]
+        arity = kind.inputs if kind.inputs is not None else max(len(connected), 1)
         problems.extend(
             Problem(spec.nodes[name].pointer, f"input {name}:{port} is not connected")
             for port in range(arity)
-            if port not in ports
+            if port not in connected
         )
-        ordered_inputs[name] = [ports[p][:2] for p in sorted(ports)]
-
-    if not problems:
-        problems.extend(_check_cycles(spec, ordered_inputs))
-    if problems:
-        raise GraphError(problems)
-    order = _build_order(spec, ordered_inputs)
-    return Plan(spec, order, ordered_inputs, outputs_of, expressions)
+        ordered[name] = [connected[p][:2] for p in sorted(connected)]
+    return ordered
 
 
 def _check_cycles(spec: GraphSpec, inputs_of: Inputs) -> list[Problem]:
@@ -402,23 +453,33 @@ def _components(nodes: set[str], successors: dict[str, set[str]]) -> list[set[st
     return unique
 
 
-def _build_order(spec: GraphSpec, inputs_of: dict[str, list[tuple[str, int]]]) -> list[str]:
-    """Every node after the nodes feeding it; feedbacks count as ready from the start."""
+def _build_order(spec: GraphSpec, inputs_of: Inputs) -> list[str]:
+    """Every node after the nodes feeding it; loop operators (feedback) are ready at once.
+
+    The edges into loop operators are left out: they are connected after every node is
+    built, and without them the graph has no cycle (:func:`_check_cycles` made sure every
+    cycle passes one). :class:`graphlib.TopologicalSorter` keeps the count of what each node
+    waits for; the order is sweeps over the nodes in declaration order, each taking every
+    node ready by then (one taken early in a sweep can make a later one ready in the same
+    sweep). So a graph declared in a buildable order is built in that order, and a feedback
+    comes where it is declared, or earlier if what it feeds is declared before it.
+    """
+    sorter: TopologicalSorter[str] = TopologicalSorter()
+    for name in spec.nodes:
+        waits = () if _is_loop(spec, name) else (src for src, _port in inputs_of[name])
+        sorter.add(name, *waits)
+    sorter.prepare()
+    ready = set(sorter.get_ready())
     order: list[str] = []
-    done: set[str] = set()
     pending = list(spec.nodes)
-    while pending:
-        progressed = False
-        for name in list(pending):
-            node = spec.nodes[name]
-            ready = CATALOGUE[node.op].is_loop or all(src in done for src, _ in inputs_of[name])
-            if ready:
+    while pending:  # each sweep takes at least the first ready node: the graph is acyclic
+        for name in pending:
+            if name in ready:
                 order.append(name)
-                done.add(name)
-                pending.remove(name)
-                progressed = True
-        if not progressed:  # only possible through a cycle, which was refused already
-            raise AssertionError(f"no build order for {pending}")
+                sorter.done(name)
+                ready.update(sorter.get_ready())
+        taken = set(order)
+        pending = [name for name in pending if name not in taken]
     return order
 
 

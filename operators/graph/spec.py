@@ -169,7 +169,13 @@ def _parse_port(value: Any, pointer: str, problems: list[Problem]) -> PortRef | 
 
 
 def parse_graph(document: Any) -> GraphSpec:
-    """Check a graph's shape and return it; :class:`GraphError` lists every problem."""
+    """Check a graph's shape and return it; :class:`GraphError` lists every problem.
+
+    >>> spec = parse_graph({"nodes": {"in": {"op": "input"}, "out": {"op": "output"}},
+    ...                     "edges": [["in", "out"]]})
+    >>> spec.inputs(), spec.edges[0].target
+    (['in'], PortRef(node='out', port=0))
+    """
     problems: list[Problem] = []
     if not isinstance(document, dict):
         raise GraphError([Problem("", "a graph must be a JSON object")])
@@ -180,96 +186,133 @@ def parse_graph(document: Any) -> GraphSpec:
         if not isinstance(key, str) or key not in known
     )
     time = _parse_time(document.get("time", "u64"), "/time", problems)
-
-    scopes: dict[str, ScopeSpec] = {}
-    raw_scopes = document.get("scopes", {})
-    if not isinstance(raw_scopes, dict):
-        problems.append(Problem("/scopes", "scopes must be an object of named scopes"))
-        raw_scopes = {}
-    for name, scope in raw_scopes.items():
-        pointer = f"/scopes/{escape(str(name))}"
-        if not isinstance(name, str) or not _NAME.fullmatch(name):
-            problems.append(Problem(pointer, f"{name!r} is not a valid name"))
-            continue
-        if not isinstance(scope, dict):
-            problems.append(Problem(pointer, "a scope must be an object"))
-            continue
-        extra = {str(k) for k in scope} - {"kind", "parent"}
-        problems.extend(
-            Problem(f"{pointer}/{escape(key)}", f"unknown field {key!r}") for key in sorted(extra)
-        )
-        kind = scope.get("kind", "iterative")
-        if kind not in ("iterative", "region"):
-            problems.append(Problem(f"{pointer}/kind", 'kind must be "iterative" or "region"'))
-        parent = scope.get("parent")
-        if parent is not None and not isinstance(parent, str):
-            problems.append(Problem(f"{pointer}/parent", "parent must be a scope name"))
-            parent = None
-        scopes[name] = ScopeSpec(name, kind, parent, pointer)
-    for scope in scopes.values():
-        if scope.parent is not None and scope.parent not in scopes:
-            problems.append(Problem(f"{scope.pointer}/parent", f"no scope {scope.parent!r}"))
-        seen = {scope.name}
-        parent = scope.parent
-        while parent is not None and parent in scopes:
-            if parent in seen:
-                problems.append(Problem(f"{scope.pointer}/parent", "scopes nest in a circle"))
-                break
-            seen.add(parent)
-            parent = scopes[parent].parent
-
-    nodes: dict[str, NodeSpec] = {}
-    raw_nodes = document.get("nodes")
-    if not isinstance(raw_nodes, dict) or not raw_nodes:
-        problems.append(Problem("/nodes", "nodes must be a non-empty object of named nodes"))
-        raw_nodes = {}
-    if len(raw_nodes) > MAX_NODES:
-        problems.append(Problem("/nodes", f"at most {MAX_NODES} nodes are allowed"))
-    for name, node in raw_nodes.items():
-        pointer = f"/nodes/{escape(str(name))}"
-        if not isinstance(name, str) or not _NAME.fullmatch(name):
-            problems.append(Problem(pointer, f"{name!r} is not a valid name"))
-            continue
-        if not isinstance(node, dict):
-            problems.append(Problem(pointer, "a node must be an object with an op"))
-            continue
-        op = node.get("op")
-        if not isinstance(op, str):
-            problems.append(Problem(f"{pointer}/op", "op must be a string naming an operator"))
-            continue
-        scope = node.get("scope")
-        if scope is not None and (not isinstance(scope, str) or scope not in scopes):
-            problems.append(Problem(f"{pointer}/scope", f"no scope {scope!r}"))
-            scope = None
-        bad_keys = [k for k in node if not isinstance(k, str)]
-        problems.extend(
-            Problem(f"{pointer}/{escape(str(k))}", f"unknown field {k!r}") for k in bad_keys
-        )
-        params = {k: v for k, v in node.items() if isinstance(k, str) and k not in ("op", "scope")}
-        nodes[name] = NodeSpec(name, op, params, scope, pointer)
-
-    edges: list[EdgeSpec] = []
-    raw_edges = document.get("edges", [])
-    if not isinstance(raw_edges, list):
-        problems.append(Problem("/edges", "edges must be a list"))
-        raw_edges = []
-    for index, edge in enumerate(raw_edges):
-        pointer = f"/edges/{index}"
-        if isinstance(edge, dict) and set(edge) == {"from", "to"}:
-            pair = [edge["from"], edge["to"]]
-            ends = (f"{pointer}/from", f"{pointer}/to")
-        elif isinstance(edge, list) and len(edge) == 2:
-            pair = edge
-            ends = (f"{pointer}/0", f"{pointer}/1")
-        else:
-            problems.append(
-                Problem(pointer, 'an edge is ["from:port", "to:port"] or {"from": .., "to": ..}')
-            )
-            continue
-        source = _parse_port(pair[0], ends[0], problems)
-        target = _parse_port(pair[1], ends[1], problems)
-        if source is not None and target is not None:
-            edges.append(EdgeSpec(source, target, pointer, ends[0], ends[1]))
+    scopes = _parse_scopes(document.get("scopes", {}), problems)
+    nodes = _parse_nodes(document.get("nodes"), scopes, problems)
+    edges = _parse_edges(document.get("edges", []), problems)
     if problems:
         raise GraphError(problems)
     return GraphSpec(time, nodes, edges, scopes)
+
+
+def _parse_scopes(raw: Any, problems: list[Problem]) -> dict[str, ScopeSpec]:
+    if not isinstance(raw, dict):
+        problems.append(Problem("/scopes", "scopes must be an object of named scopes"))
+        raw = {}
+    scopes: dict[str, ScopeSpec] = {}
+    for name, scope in raw.items():
+        parsed = _parse_scope(name, scope, problems)
+        if parsed is not None:
+            scopes[name] = parsed
+    for scope in scopes.values():
+        _check_parent(scope, scopes, problems)
+    return scopes
+
+
+def _parse_scope(name: Any, scope: Any, problems: list[Problem]) -> ScopeSpec | None:
+    pointer = f"/scopes/{escape(str(name))}"
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        problems.append(Problem(pointer, f"{name!r} is not a valid name"))
+        return None
+    if not isinstance(scope, dict):
+        problems.append(Problem(pointer, "a scope must be an object"))
+        return None
+    extra = {str(k) for k in scope} - {"kind", "parent"}
+    problems.extend(
+        Problem(f"{pointer}/{escape(key)}", f"unknown field {key!r}") for key in sorted(extra)
+    )
+    kind = scope.get("kind", "iterative")
+    if kind not in ("iterative", "region"):
+        problems.append(Problem(f"{pointer}/kind", 'kind must be "iterative" or "region"'))
+    parent = scope.get("parent")
+    if parent is not None and not isinstance(parent, str):
+        problems.append(Problem(f"{pointer}/parent", "parent must be a scope name"))
+        parent = None
+    return ScopeSpec(name, kind, parent, pointer)
+
+
+def _check_parent(scope: ScopeSpec, scopes: dict[str, ScopeSpec], problems: list[Problem]) -> None:
+    """The scope's parent exists, and following parents never comes back to it."""
+    if scope.parent is not None and scope.parent not in scopes:
+        problems.append(Problem(f"{scope.pointer}/parent", f"no scope {scope.parent!r}"))
+    seen = {scope.name}
+    parent = scope.parent
+    while parent is not None and parent in scopes:
+        if parent in seen:
+            problems.append(Problem(f"{scope.pointer}/parent", "scopes nest in a circle"))
+            break
+        seen.add(parent)
+        parent = scopes[parent].parent
+
+
+def _parse_nodes(
+    raw: Any, scopes: dict[str, ScopeSpec], problems: list[Problem]
+) -> dict[str, NodeSpec]:
+    if not isinstance(raw, dict) or not raw:
+        problems.append(Problem("/nodes", "nodes must be a non-empty object of named nodes"))
+        raw = {}
+    if len(raw) > MAX_NODES:
+        problems.append(Problem("/nodes", f"at most {MAX_NODES} nodes are allowed"))
+    nodes: dict[str, NodeSpec] = {}
+    for name, node in raw.items():
+        parsed = _parse_node(name, node, scopes, problems)
+        if parsed is not None:
+            nodes[name] = parsed
+    return nodes
+
+
+def _parse_node(
+    name: Any, node: Any, scopes: dict[str, ScopeSpec], problems: list[Problem]
+) -> NodeSpec | None:
+    pointer = f"/nodes/{escape(str(name))}"
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        problems.append(Problem(pointer, f"{name!r} is not a valid name"))
+        return None
+    if not isinstance(node, dict):
+        problems.append(Problem(pointer, "a node must be an object with an op"))
+        return None
+    op = node.get("op")
+    if not isinstance(op, str):
+        problems.append(Problem(f"{pointer}/op", "op must be a string naming an operator"))
+        return None
+    scope = node.get("scope")
+    if scope is not None and (not isinstance(scope, str) or scope not in scopes):
+        problems.append(Problem(f"{pointer}/scope", f"no scope {scope!r}"))
+        scope = None
+    problems.extend(
+        Problem(f"{pointer}/{escape(str(k))}", f"unknown field {k!r}")
+        for k in node
+        if not isinstance(k, str)
+    )
+    params = {k: v for k, v in node.items() if isinstance(k, str) and k not in ("op", "scope")}
+    return NodeSpec(name, op, params, scope, pointer)
+
+
+def _parse_edges(raw: Any, problems: list[Problem]) -> list[EdgeSpec]:
+    if not isinstance(raw, list):
+        problems.append(Problem("/edges", "edges must be a list"))
+        raw = []
+    edges: list[EdgeSpec] = []
+    for index, edge in enumerate(raw):
+        parsed = _parse_edge(f"/edges/{index}", edge, problems)
+        if parsed is not None:
+            edges.append(parsed)
+    return edges
+
+
+def _parse_edge(pointer: str, edge: Any, problems: list[Problem]) -> EdgeSpec | None:
+    if isinstance(edge, dict) and set(edge) == {"from", "to"}:
+        pair = [edge["from"], edge["to"]]
+        ends = (f"{pointer}/from", f"{pointer}/to")
+    elif isinstance(edge, list) and len(edge) == 2:
+        pair = edge
+        ends = (f"{pointer}/0", f"{pointer}/1")
+    else:
+        problems.append(
+            Problem(pointer, 'an edge is ["from:port", "to:port"] or {"from": .., "to": ..}')
+        )
+        return None
+    source = _parse_port(pair[0], ends[0], problems)
+    target = _parse_port(pair[1], ends[1], problems)
+    if source is None or target is None:
+        return None
+    return EdgeSpec(source, target, pointer, ends[0], ends[1])

@@ -567,3 +567,43 @@ def test_describe_catalogue_describes_choice_and_int_parameters() -> None:
     assert on_error["choices"] == ["drop", "fail"]
     assert "variables" not in parts
     assert parts["minimum"] == 1
+
+
+# --------------------------------------------------------------------------- build order
+
+
+def test_a_graph_declared_in_a_buildable_order_is_built_in_that_order() -> None:
+    # Not in waves (graphlib's static order would build both inputs first): sweeps in
+    # declaration order, each taking every node ready by then.
+    document = graph(
+        {
+            "a": {"op": "input"},
+            "twice": {"op": "map", "expr": "r * 2"},
+            "b": {"op": "input"},
+            "both": {"op": "concat"},
+            "out": {"op": "output"},
+        },
+        [["a", "twice"], ["twice", "both:0"], ["b", "both:1"], ["both", "out"]],
+    )
+    assert compile_graph(parse_graph(document)).order == ["a", "twice", "b", "both", "out"]
+
+
+def test_the_build_order_sweeps_until_every_node_is_built() -> None:
+    document = graph(
+        {
+            "out": {"op": "output"},
+            "last": {"op": "map", "expr": "r"},
+            "first": {"op": "map", "expr": "r"},
+            "in": {"op": "input"},
+        },
+        [["in", "first"], ["first", "last"], ["last", "out"]],
+    )
+    assert compile_graph(parse_graph(document)).order == ["in", "first", "last", "out"]
+
+
+def test_a_feedback_is_built_in_the_first_sweep_wherever_declared() -> None:
+    # Declared last, the feedback is still ready at once: built before the concat it feeds.
+    nodes = dict(LOOP["nodes"])
+    back = nodes.pop("back")
+    plan = compile_graph(parse_graph({**LOOP, "nodes": {**nodes, "back": back}}))
+    assert plan.order == ["in", "back", "merge", "step", "test", "out"]
