@@ -67,9 +67,9 @@ checked at submission; values read from records are ``dyn`` and checked when eva
 (:data:`MAX_RECORD_BYTES`) is over ``max_cost`` (:data:`MAX_COST`): comprehensions multiply
 their body's cost by their range's size, so one over a record's list nested in another over a
 record's list is refused, while one over each element's own list is not. When evaluated, the
-work that can multiply (comprehensions nested in others, and what scans or builds strings and
-lists inside comprehensions) is counted per record, and a record that needs more than
-``max_steps`` (:data:`MAX_STEPS`) fails with :class:`EvaluationError`, as any record the
+work that can multiply (comprehensions nested in others, and work in a comprehension's body on
+values that do not depend on the element) is counted per record, and a record that needs more
+than ``max_steps`` (:data:`MAX_STEPS`) fails with :class:`EvaluationError`, as any record the
 expression fails on; so does a ``matches`` that would cost more on its own.
 
 Not supported: bytes literals, timestamps and durations, ``type()``, protobuf messages and
@@ -130,13 +130,24 @@ MAX_STEPS: Final = 10_000_000
 """The most steps evaluating an expression may take on one record; a record that needs more
 fails (as any record on which its expression fails: dropped and counted, or the dataflow fails).
 
-Counted: the iterations of a comprehension nested in another (its range times the nodes of its
-body, as it starts), the elements ``in`` and ``==`` visit inside comprehensions, a tenth per
-character of the strings and lists built or scanned inside comprehensions (``+``,
-``contains``, ``lower``, ...), and each ``matches``: its string's bytes times its pattern's
-RE2 program size, divided by :data:`_REGEX_COST_DIVISOR`. What runs once per record, outside any
-comprehension, and the iterations of comprehensions that are not nested are not counted: they
-are linear in the record, and the estimate bounds them at submission.
+Counted, what can multiply:
+
+* a comprehension nested in another, as it starts: its range's size times the nodes of its body
+  (a call of a helper counting 5), unless its range has at most 16 elements;
+* in a comprehension's body, work on a value that does not depend on the element, done again
+  for every element: copied by ``+``, read by ``contains``, ``lower``, ``upper``, ``int()``
+  (and ``startsWith``, ``endsWith``, ``<``... when the other side does not depend on it
+  either), visited by ``in`` and ``==`` (lists and maps). The comprehension evaluates the value
+  as it starts and pays for every element at once: a tenth of a step per character (or per
+  element of a list copied), one per element visited, all levels down; under 2,560 characters
+  in all, nothing;
+* ``matches``: its string's bytes times its pattern's RE2 program size, divided by
+  :data:`_REGEX_COST_DIVISOR`, before searching.
+
+A comprehension not nested in another pays for its own on its own (no counter per record is
+kept when nothing else is counted). Not counted: what runs once per record outside any
+comprehension, comprehensions that are not nested, and work on what depends on the element:
+all of it is linear in the record, and the estimate bounds it at submission.
 """
 
 
@@ -959,9 +970,21 @@ def _plural(count: int, word: str) -> str:
     return f"{count} {word}" if count == 1 else f"{count} {word}s"
 
 
+@dataclass(slots=True)
+class _Frame:
+    """A comprehension's function being compiled."""
+
+    items: str
+    """The local naming its range (when it needs one)."""
+    probes: list[tuple[ast.expr, int, bool]] = field(default_factory=list)
+    """What its body works on once per element without depending on the element (see
+    :meth:`_Compiler.repeated`): the value's code, the work per element and unit of its size,
+    and whether that size is its elements, deep (else its characters, or top elements)."""
+
+
 _STEPS: Final = "_k"
 """The name of the record's step counter in the generated code: ``[steps left, the limit]``, made
-per record, passed to every comprehension's function (only in code that counts steps)."""
+per record, passed to every comprehension's function (only in code that needs one)."""
 
 
 class _Compiler:
@@ -973,6 +996,7 @@ class _Compiler:
         max_steps: int,
         *,
         counting: bool,
+        cell: bool = False,
     ) -> None:
         self.source = source
         self.variables = variables
@@ -981,13 +1005,23 @@ class _Compiler:
         self.max_steps = max_steps
         self.counting = counting
         """Whether the generated code counts steps (see :meth:`charged`)."""
+        self.cell = cell
+        """Whether it keeps a step counter per record (``_k``), for what adds up across the
+        elements of a comprehension: comprehensions and matches nested in one."""
         self.charges = False
         """Whether some work must be counted: the code is then made again, counting."""
+        self.needs_cell = False
+        """Whether counting it needs the counter per record (see :attr:`cell`)."""
         self.macro_depth = 0
         self.loop_variables: list[str] = []
         """The variables of the comprehensions around the node being compiled, innermost last."""
         self.chained: set[int] = set()
         """The ``+`` nodes inside a chain of ``+`` whose first node counts for all of them."""
+        self.probing: dict[int, int] = {}
+        """Operands of chains of ``+`` to pay for (see :meth:`repeated`), by ``id``: the number
+        of ``+`` in the chain."""
+        self.frames: list[_Frame] = []
+        """The functions of the comprehensions around the node being compiled, innermost last."""
         self.counter = 0
         self.functions: list[ast.stmt] = []
         self.namespace: dict[str, object] = {"__builtins__": {}, **_RUNTIME}
@@ -1036,33 +1070,97 @@ class _Compiler:
 
     # -- counting steps
 
-    def charged(self) -> bool:
+    def charged(self, *, cell: bool = False) -> bool:
         """Whether work being compiled now is counted: it is inside a comprehension's body.
 
         What a comprehension's body does runs once per element, so its cost multiplies; what is
-        outside runs once per record and is bounded by the estimate at submission. Returns
-        whether to emit the counting code (the first pass only notes that some is needed).
+        outside runs once per record and is bounded by the estimate at submission. ``cell``:
+        the work needs the record's counter (it adds up over the elements of a comprehension
+        around). Returns whether to emit the counting code (the first pass only takes note).
         """
         if self.macro_depth == 0:
             return False
         self.charges = True
+        self.needs_cell = self.needs_cell or cell or self.macro_depth > 1
         return self.counting
 
     def invariant(self, *nodes: _Node) -> bool:
         """Whether none of ``nodes`` is a literal or depends on the innermost loop variable.
 
-        An operation such as ``==`` costs at most the size of its smaller operand: when one
-        depends on the element, the costs summed over the range are bounded by the range's
-        size; when neither does, each element pays for the same two values again.
+        Work on a value that depends on the element adds up, over the range, to at most the
+        range's size (the elements' sizes do); on a literal, to little. Work on values that do
+        not is the same for every element: its total is the range's size times theirs.
         """
         if not self.loop_variables:
             return False
         variable = self.loop_variables[-1]
         return not any(isinstance(node, _Lit) or _mentions(node, variable) for node in nodes)
 
+    def repeated(self, node: _Node, code: _Code, factor: int, *, deep: bool = False) -> None:
+        """Pay for work on ``node``'s value done per element, if it does not depend on it.
+
+        The comprehension pays once, as it starts, for all the elements: it evaluates the
+        value (an error then is ignored: the body raises it where it would) and pays its size
+        times the range's, times ``factor``: a tenth per character (or per top element of a
+        list copied), or one per element visited, all levels down (``deep``). The body runs
+        as it would without a budget: nothing is counted per element.
+        """
+        if self.invariant(node) and self.charged():
+            self.frames[-1].probes.append((copy.deepcopy(code.expr), factor, deep))
+
     def counted(self, helper: str, *args: ast.expr) -> ast.expr:
         """A call of the run-time helper ``helper`` with the step counter as its first argument."""
         return _call(helper, _load(_STEPS), *args)
+
+    def probe(self, code: ast.expr, items: str, factor: int, deep: bool) -> list[ast.stmt]:
+        """Statements paying for a value's work per element (see :meth:`repeated`)."""
+        value = self.fresh("_p")
+        handler = ast.ExceptHandler(
+            type=_load("_NATURAL"),  # EvaluationError is a ValueError
+            name=None,
+            body=[ast.Assign(targets=[_store(value)], value=_const(None))],
+        )
+        attempt = ast.Try(
+            body=[ast.Assign(targets=[_store(value)], value=code)],
+            handlers=[handler],
+            orelse=[],
+            finalbody=[],
+        )
+        steps = _load(_STEPS) if self.cell else _const(None)
+        pay = _call(
+            "_pay_repeated",
+            steps,
+            _const(self.max_steps),
+            _load(value),
+            _load(items),
+            _const(factor),
+            _const(deep),
+        )
+        # A short string is not worth the call (nor counted: bounded work, as a node's).
+        work = ast.BinOp(
+            left=ast.BinOp(
+                left=_call("_len", _load(value)),
+                op=ast.Mult(),
+                right=_call("_len", _load(items)),
+            ),
+            op=ast.Mult(),
+            right=_const(factor),
+        )
+        worth = _compare(work, ast.GtE(), _const(_FREE_WORK))
+        is_str = _compare(_type_of(_load(value)), ast.Is(), _load("_str"))
+        sized = ast.BoolOp(
+            op=ast.Or(),
+            values=[
+                _compare(_type_of(_load(value)), ast.Is(), _load("_list")),
+                _compare(_type_of(_load(value)), ast.Is(), _load("_dict")),
+            ],
+        )
+        check = ast.If(
+            test=is_str,
+            body=[ast.If(test=worth, body=[ast.Expr(value=pay)], orelse=[])],
+            orelse=[ast.If(test=sized, body=[ast.Expr(value=pay)], orelse=[])],
+        )
+        return [attempt, check]
 
     def steps_cell(self) -> ast.expr:
         """A new step counter: ``[max_steps, max_steps]``."""
@@ -1074,7 +1172,7 @@ class _Compiler:
         code = self.expr(tree)
         args = [ast.arg(arg=name) for name in self.variables]
         body: list[ast.stmt] = [_translating(code.expr)]
-        if self.counting:
+        if self.cell:
             body.insert(0, ast.Assign(targets=[_store(_STEPS)], value=self.steps_cell()))
         main = ast.FunctionDef(
             name="_cel", args=_arguments(args), body=body, decorator_list=[], returns=None
@@ -1107,7 +1205,7 @@ class _Compiler:
         else:
             raise ValueError(f"unknown batch shape {shape!r} (known: {', '.join(BATCH_SHAPES)})")
         generators = [generator]
-        if self.counting:
+        if self.cell:
             # A counter per value, bound as the comprehension's loop variable: ``for _k in
             # [cell]`` compiles to a plain assignment. The filter's test uses it, so it moves.
             cell = ast.List(elts=[self.steps_cell()], ctx=ast.Load())
@@ -1145,6 +1243,9 @@ class _Compiler:
     def expr(self, node: _Node) -> _Code:
         code = self.node(node)
         self.types[id(node)] = code.type
+        links = self.probing.pop(id(node), 0)
+        if links and code.type in (STRING, LIST, DYN):
+            self.repeated(node, code, links)
         return code
 
     def node(self, node: _Node) -> _Code:
@@ -1244,6 +1345,7 @@ class _Compiler:
 
     def function(self, node: _Call, name: str, arg: _Code) -> _Code:
         t = arg.type
+        arg_node = node.args[0] if node.target is None else node.target
         if name == "dyn":
             return _Code(arg.expr, DYN)
         if name == "size":
@@ -1255,10 +1357,9 @@ class _Compiler:
             self.fail(f"no such overload: {name}({t})", node.pos)
         if t == result:
             return arg
-        value = arg.expr
-        if name != "string" and t in (STRING, DYN) and self.charged():
-            value = self.counted("_scanned", value)  # parsing reads the whole string
-        return _Code(_call(f"_to_{name}", value), result)
+        if name != "string" and t in (STRING, DYN):
+            self.repeated(arg_node, arg, 1)  # parsing reads the whole string
+        return _Code(_call(f"_to_{name}", arg.expr), result)
 
     def has(self, node: _Call, arg: _Node) -> _Code:
         if not isinstance(arg, _Select):
@@ -1281,7 +1382,7 @@ class _Compiler:
             dynamic = self.expr(pattern)
             if dynamic.type not in (STRING, DYN):
                 self.fail(f"no such overload: string.matches({dynamic.type})", pattern.pos)
-            if self.charged():
+            if self.charged(cell=True):
                 search = self.counted("_search_dynamic_counted", subject.expr, dynamic.expr)
                 return _Code(search, BOOL)
             limit = _const(self.max_steps)
@@ -1294,16 +1395,14 @@ class _Compiler:
             if isinstance(compiled, str):
                 self.fail(f"invalid regular expression: {compiled}", pattern.pos)
             name = self.fresh("_re")
-            self.namespace[name] = compiled[0]
-            known = self.patterns[text] = (name, compiled[1])
+            self.namespace[name] = compiled
+            known = self.patterns[text] = (name, compiled.program)
         name, program = known
         self.programs[id(pattern)] = program
-        if self.charged():
-            search = self.counted("_search_counted", _load(name), _const(program), subject.expr)
-            return _Code(search, BOOL)
+        if self.charged(cell=True):
+            return _Code(self.counted("_search_counted", _load(name), subject.expr), BOOL)
         limit = _const(self.max_steps)
-        search = _call("_search", _load(name), _const(program), limit, subject.expr)
-        return _Code(search, BOOL)
+        return _Code(_call("_search", _load(name), limit, subject.expr), BOOL)
 
     def string_method(self, node: _Call, receiver: _Code, args: list[_Code]) -> _Code:
         name = node.name
@@ -1311,13 +1410,10 @@ class _Compiler:
         if receiver.type not in (STRING, DYN) or any(t not in (STRING, DYN) for t in types):
             self.fail(f"no such overload: {receiver.type}.{name}({', '.join(types)})", node.pos)
         assert node.target is not None
-        # contains reads the whole receiver; startsWith and endsWith at most the shorter of the
-        # two strings, which only adds up when neither depends on the element.
-        scans = name == "contains" or (
-            name in ("startsWith", "endsWith") and self.invariant(node.target, *node.args)
-        )
-        if scans and self.charged():
-            receiver = _Code(self.counted("_scanned", receiver.expr), receiver.type)
+        # contains, lower and upper read the whole receiver; startsWith and endsWith at most
+        # the shorter of the two strings (both must not depend on the element to add up).
+        if name in ("contains", "lower", "upper") or self.invariant(*node.args):
+            self.repeated(node.target, receiver, 1)
         if name in ("startsWith", "endsWith") and types == [DYN]:
             helper = "_starts_with" if name == "startsWith" else "_ends_with"
             return _Code(_call(helper, receiver.expr, args[0].expr), BOOL)
@@ -1336,8 +1432,6 @@ class _Compiler:
             guard = _compare(_type_of(first), ast.Is(), _load("_str"))
             fail = _call("_bad_call", _const(name), ref(), *(_const(t) for t in types))
             value = _if(guard, apply(ref()), fail)
-        if name in ("lower", "upper") and self.charged():
-            value = self.counted("_grown", value, _const(1))
         return _Code(value, result)
 
     def macro(self, node: _Call, target: _Code) -> _Code:
@@ -1351,17 +1445,20 @@ class _Compiler:
             limit = _plural(self.max_macro_depth, "level")
             self.fail(f"macros nested too deeply (more than {limit})", node.pos)
         function, container, item = self.fresh("_m"), self.fresh("_c"), self.fresh("_v")
-        steps = [_STEPS] if self.counting else []
+        steps = [_STEPS] if self.cell else []
         params = [container, *steps, *dict.fromkeys(self.scope.values())]
         outer = self.scope.get(variable.name)
         self.scope[variable.name] = item
         self.macro_depth += 1
         self.loop_variables.append(variable.name)
+        frame = _Frame(self.fresh("_i"))
+        self.frames.append(frame)
         try:
             parts = [self.expr(arg) for arg in node.args[1:]]
         finally:
             self.macro_depth -= 1
             self.loop_variables.pop()
+            self.frames.pop()
             if outer is None:
                 del self.scope[variable.name]
             else:
@@ -1372,17 +1469,25 @@ class _Compiler:
             _call("_iterable", _load(container), _const(name)),
         )
         prologue: list[ast.stmt] = []
-        if self.charged():
+        nested = self.charged(cell=True)
+        items = frame.items
+        if nested or frame.probes:
+            prologue.append(ast.Assign(targets=[_store(items)], value=iterable))
+            iterable = _load(items)
+        for code, factor, deep in frame.probes:
+            prologue += self.probe(code, items, factor, deep)
+        if nested:
             # Nested in another comprehension: its whole run is paid for as it starts, its
             # range times the nodes of its body (exists and all may stop early: an upper bound),
-            # a call of a helper counting as 5 nodes, as it takes about as long.
-            items = self.fresh("_i")
-            prologue.append(ast.Assign(targets=[_store(items)], value=iterable))
+            # a call of a helper counting as 5 nodes, as it takes about as long. A range of at
+            # most _SMALL_RANGE elements is not: its work per element of the comprehension
+            # around it is bounded, as a node's is; and most nested ranges are such.
             calls = sum(_helper_calls(part.expr) for part in parts)
             weight = 1 + sum(_nodes_per_run(arg) for arg in node.args[1:]) + 4 * calls
+            size = _call("_len", _load(items))
             charge = self.counted("_charge_items", _load(items), _const(weight))
-            prologue.append(ast.Expr(value=charge))
-            iterable = _load(items)
+            large = _compare(size, ast.Gt(), _const(_SMALL_RANGE))
+            prologue.append(ast.If(test=large, body=[ast.Expr(value=charge)], orelse=[]))
         body = prologue + self.macro_body(node, name, item, iterable, parts)
         definition = ast.FunctionDef(
             name=function,
@@ -1497,18 +1602,17 @@ class _Compiler:
 
     def binary(self, node: _Binary) -> _Code:
         op = node.op
-        chain: list[_Binary] = []
-        if op == "+" and id(node) not in self.chained:
-            # a + b + c builds a + b, then copies it into the result: the whole chain is paid
-            # for once, by its last +, as its result's size times the number of +.
+        if op == "+" and id(node) not in self.chained and self.macro_depth:
+            # In a comprehension, a + b + c copies each operand into the result, and again into
+            # each longer result: at most once per + of the chain (see repeated).
             chain = _plus_chain(node)
             self.chained.update(id(link) for link in chain[1:])
+            links = {id(link) for link in chain}
+            operands = [n for link in chain for n in (link.left, link.right) if id(n) not in links]
+            self.probing.update((id(n), len(chain)) for n in operands)
         left, right = self.expr(node.left), self.expr(node.right)
         if op in _ARITHMETIC:
-            code = self.arithmetic(node, left, right)
-            if chain and code.type in (STRING, LIST, DYN) and self.charged():
-                code = _Code(self.counted("_grown", code.expr, _const(len(chain))), code.type)
-            return code
+            return self.arithmetic(node, left, right)
         if op in ("==", "!="):
             return self.equality(node, left, right)
         if op == "in":
@@ -1593,8 +1697,8 @@ class _Compiler:
     def ordering(self, node: _Binary, a: _Code, b: _Code) -> _Code:
         op, ta, tb = node.op, a.type, b.type
         cmpop = _PY_CMPOP[op]
-        if self.compares_sizes(node, ta, tb):
-            a = _Code(self.counted("_scanned", a.expr), ta)  # strings compare character-wise
+        if ta not in _SCALARS and tb not in _SCALARS and self.invariant(node.right):
+            self.repeated(node.left, a, 1)  # strings compare character by character
         if DYN not in (ta, tb):
             if not ((ta in _NUMERIC and tb in _NUMERIC) or (ta == tb and ta in (STRING, BOOL))):
                 self.overload_error(node, ta, tb)
@@ -1622,20 +1726,14 @@ class _Compiler:
         fail = _call("_fail", _const(op), ref(), _const(static), _const(dyn_left))
         return _Code(_if(guard, _compare(left, cmpop(), right), fail), BOOL)
 
-    def compares_sizes(self, node: _Binary, ta: str, tb: str) -> bool:
-        """Whether to count a comparison: it may read both values, and both are loop-invariant."""
-        sized = ta not in _SCALARS and tb not in _SCALARS
-        return sized and self.invariant(node.left, node.right) and self.charged()
-
     def equality(self, node: _Binary, a: _Code, b: _Code) -> _Code:
         op, ta, tb = node.op, a.type, b.type
         equal = op == "=="
         identity: ast.cmpop = ast.Is() if equal else ast.IsNot()
         if DYN not in (ta, tb) and ta != tb and not (ta in _NUMERIC and tb in _NUMERIC):
             self.overload_error(node, ta, tb)
-        if self.compares_sizes(node, ta, tb):
-            counted = self.counted("_eq_counted", a.expr, b.expr)
-            return _Code(counted if equal else ast.UnaryOp(op=ast.Not(), operand=counted), BOOL)
+        if ta not in _SCALARS and tb not in _SCALARS and self.invariant(node.right):
+            self.repeated(node.left, a, 1, deep=True)  # lists and maps compare element-wise
         if DYN not in (ta, tb):
             numeric = ta in _NUMERIC and tb in _NUMERIC
             if not numeric and ta != tb:
@@ -1679,20 +1777,19 @@ class _Compiler:
                 first, ref = self.bind(a.expr)
                 guard = _compare(_type_of(first), ast.IsNot(), _load("_bool"))
                 return _Code(_and(guard, _compare(ref(), ast.In(), choices)), BOOL)
-        if self.charged():
-            return _Code(self.counted("_in_counted", a.expr, b.expr), BOOL)
+        self.repeated(node.right, b, 1, deep=True)  # every element visited (for a map, its keys)
         return _Code(_call("_in", a.expr, b.expr), BOOL)
 
 
 def _helper_calls(code: ast.expr) -> int:
-    """The calls in ``code`` of functions written in Python (not of ``type`` or ``len``)."""
+    """The calls in ``code`` of functions written in Python (``type`` and ``len`` are not)."""
     return sum(
-        isinstance(n, ast.Call) and not (isinstance(n.func, ast.Name) and n.func.id in _BUILTIN)
+        isinstance(n, ast.Call) and not (isinstance(n.func, ast.Name) and n.func.id in _CHEAP)
         for n in ast.walk(code)
     )
 
 
-_BUILTIN: Final = frozenset({"_type", "_len"})
+_CHEAP: Final = frozenset({"_type", "_len"})
 
 
 def _plus_chain(node: _Binary) -> list[_Binary]:
@@ -1866,13 +1963,16 @@ class _Estimator:
     def least(self, a: _Poly, b: _Poly) -> _Poly:
         """A bound on the smaller of two sizes.
 
-        Either is one; summed over a range, the one that depends on the element is the better
-        (its sum is bounded by the range's size).
+        Either is one. Summed over a range, one that depends on the element is the better
+        (the elements' sizes add up to the range's), unless the other is no bigger than its
+        part that does not depend on the element (``r.id + t == "x"``).
         """
         if self.loops:
             inner = self.loops[-1]
             if a.depends(inner) != b.depends(inner):
-                return a if a.depends(inner) else b
+                dependent, other = (a, b) if a.depends(inner) else (b, a)
+                fixed = _Poly({m: c for m, c in dependent.terms.items() if inner not in m})
+                return other if other.at(self.bound) <= fixed.at(self.bound) else dependent
         return a if a.at(self.bound) <= b.at(self.bound) else b
 
     def estimate(self, node: _Node) -> _Estimate:
@@ -2139,62 +2239,49 @@ def _charge(steps: list[int], count: int) -> None:
         _exceeded(steps)
 
 
+_SMALL_RANGE: Final = 16
+"""A comprehension nested in another over at most this many elements is not counted."""
+
+_FREE_WORK: Final = 2560
+"""Work on a string that does not depend on the element, per comprehension, is not counted
+under this many characters (its size times the range's): 256 steps, a bounded amount."""
+
+
 def _charge_items(steps: list[int], items: Sized, weight: int) -> None:
     """Pay for a nested comprehension as it starts: its range's size times its body's nodes."""
-    _charge(steps, len(items) * weight)
+    left = steps[0] - len(items) * weight
+    steps[0] = left
+    if left < 0:
+        _exceeded(steps)
 
 
-def _grown(steps: list[int], value: object, links: int) -> object:
-    """Pay for building ``value`` (a tenth per character or element, per ``+`` of a chain)."""
-    if type(value) is str or type(value) is list:
-        assert isinstance(value, str | list)
-        _charge(steps, len(value) * links // 10)
-    return value
+def _elements(value: object) -> int:
+    """The elements of a list or map, all levels down (of anything else, none)."""
+    if isinstance(value, list | tuple):
+        return len(value) + sum(_elements(item) for item in value)
+    if isinstance(value, Mapping):
+        return len(value) + sum(_elements(item) for item in value.values())
+    return 0
 
 
-def _scanned(steps: list[int], value: object) -> object:
-    """Pay for reading the string ``value`` through (a tenth per character)."""
-    if type(value) is str:
-        assert isinstance(value, str)
-        _charge(steps, len(value) // 10)
-    return value
+def _pay_repeated(
+    steps: list[int] | None, limit: int, value: object, items: Sized, factor: int, deep: bool
+) -> None:
+    """Pay for work on ``value`` done once per element of ``items`` (a comprehension's range).
 
-
-def _eq_counted(steps: list[int], a: object, b: object) -> bool:
-    """:func:`_eq`, paying for the elements and characters it compares."""
-    ta, tb = type(a), type(b)
-    if ta is str and tb is str:
-        assert isinstance(a, str) and isinstance(b, str)
-        if len(a) == len(b):  # only then are the characters compared
-            _charge(steps, len(a) // 10)
-        return a == b
-    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
-        if len(a) != len(b):
-            return False
-        _charge(steps, len(a))
-        return all(_eq_counted(steps, x, y) for x, y in zip(a, b, strict=True))
-    if isinstance(a, Mapping) and isinstance(b, Mapping):
-        if len(a) != len(b):
-            return False
-        _charge(steps, len(a))
-        for key, value in a.items():
-            try:
-                other = b[key]
-            except (KeyError, TypeError):
-                return False
-            if not _eq_counted(steps, value, other):
-                return False
-        return True
-    return _eq(a, b)
-
-
-def _in_counted(steps: list[int], value: object, container: object) -> bool:
-    """:func:`_in`, paying for the elements it visits."""
-    if isinstance(container, list | tuple | Mapping) and type(value) is not str:
-        _charge(steps, len(container))
-    elif isinstance(container, list | tuple):
-        _charge(steps, len(container) // 10)  # compared in C, as characters are
-    return _in(value, container)
+    A tenth of a step per character of a string (or per element of a list copied) times
+    ``factor``; or, ``deep``, a step per element of a list or map, all levels down. Into the
+    record's counter, or, without one (a comprehension not nested in another), against the
+    limit on its own.
+    """
+    if type(value) is str or not deep:
+        work = len(cast("Sized", value)) * len(items) * factor // 10
+    else:
+        work = _elements(value) * len(items) * factor
+    if steps is not None:
+        _charge(steps, work)
+    elif work > limit:
+        _exceeded([limit - work, limit])
 
 
 # -- regular expressions: RE2, linear in the string (CEL specifies RE2's syntax and semantics)
@@ -2218,12 +2305,71 @@ _RE2_OPTIONS.max_mem = _REGEX_MEMORY
 _UNANCHORED: Final = re2._re2.RE2.Anchor.UNANCHORED
 
 
-def _regex(pattern: str) -> tuple[Any, int] | str:
-    """RE2's compiled ``pattern`` and its program size, or why it does not compile.
+_MEMO_SIZE: Final = 256
+_MEMO_LENGTH: Final = 64
+"""A pattern keeps its answers on the first ``_MEMO_SIZE`` strings of at most ``_MEMO_LENGTH``
+characters it searches: a call of the RE2 binding costs about a microsecond (five times a search
+with Python's ``re``), a dict look-up a twentieth of that, and filters often test a field of
+few values."""
 
-    The binding's own ``re2.compile`` would keep every pattern in an unbounded-memory cache of
-    its own and build a match object per search; the compiled RE2 object answers directly.
+
+class _Regex:
+    """A pattern for ``matches``, compiled by RE2, with the answers it has given on short strings.
+
+    The binding's own ``re2.compile`` would keep every pattern in a cache of its own (up to 128
+    of up to 8 MiB each) and build a match object per search; the compiled RE2 object is called
+    directly instead.
     """
+
+    __slots__ = ("memo", "program", "regexp")
+
+    def __init__(self, regexp: Any) -> None:
+        self.regexp = regexp
+        self.program = max(1, int(regexp.ProgramSize()))
+        """The size of its RE2 program, which bounds its work per byte (see _REGEX_COST_DIVISOR)."""
+        self.memo: dict[str, tuple[bool, int]] = {}
+        """Answers on short strings: whether found, and the string's size in bytes."""
+
+    def search(self, text: object, limit: int, steps: list[int] | None = None) -> bool:
+        """Whether the pattern is in ``text``, paid for before searching.
+
+        Into the record's counter ``steps`` if given, else the search may cost at most
+        ``limit`` steps.
+
+        Raises:
+            EvaluationError: ``text`` is not a string (or not valid Unicode), or searching it
+                would take more steps than there are.
+        """
+        if type(text) is not str:
+            raise EvaluationError(f"no such overload: {_type_name(text)}.matches(string)")
+        assert isinstance(text, str)
+        known = self.memo.get(text)
+        if known is not None:
+            found, size = known
+        else:
+            try:
+                data = text.encode()
+            except UnicodeEncodeError:
+                raise EvaluationError("matches() on a string that is not valid Unicode") from None
+            size = len(data)
+            found = None
+        cost = size * self.program // _REGEX_COST_DIVISOR
+        if steps is not None:  # before searching, so that the search is never too long
+            _charge(steps, cost)
+        elif cost > limit:
+            raise EvaluationError(
+                f"matches() would take more than the step limit ({limit:,}): a string of"
+                f" {size:,} bytes against a pattern of {self.program:,} RE2 instructions"
+            )
+        if found is None:
+            found = bool(self.regexp.Match(_UNANCHORED, data, 0, size)[0][0] >= 0)
+            if len(text) <= _MEMO_LENGTH and len(self.memo) < _MEMO_SIZE:
+                self.memo[text] = (found, size)
+        return found
+
+
+def _regex(pattern: str) -> _Regex | str:
+    """RE2's compiled ``pattern``, or why it does not compile."""
     try:
         data = pattern.encode()
     except UnicodeEncodeError:
@@ -2232,82 +2378,53 @@ def _regex(pattern: str) -> tuple[Any, int] | str:
     if not regexp.ok():
         message = regexp.error()
         return message.decode(errors="replace") if isinstance(message, bytes) else str(message)
-    return regexp, max(1, int(regexp.ProgramSize()))
+    return _Regex(regexp)
 
 
 @functools.lru_cache(maxsize=_REGEX_CACHE_SIZE)
-def _cached_pattern(pattern: str) -> tuple[Any, int] | str:
+def _cached_pattern(pattern: str) -> _Regex | str:
     return _regex(pattern)
 
 
-def _cached_regex(pattern: str) -> tuple[Any, int] | str:
+def _cached_regex(pattern: str) -> _Regex | str:
     """:func:`_regex`, through a bounded cache (which keeps what does not compile, too)."""
     if len(pattern) > _REGEX_CACHED_LENGTH:
         return _regex(pattern)
     return _cached_pattern(pattern)
 
 
-def _utf8(text: object, pattern: str = "string") -> bytes:
-    if type(text) is not str:
-        raise EvaluationError(f"no such overload: {_type_name(text)}.matches({pattern})")
-    assert isinstance(text, str)
-    try:
-        return text.encode()
-    except UnicodeEncodeError:
-        raise EvaluationError("matches() on a string that is not valid Unicode") from None
-
-
-def _found(regex: Any, data: bytes) -> bool:
-    spans = regex.Match(_UNANCHORED, data, 0, len(data))
-    return bool(spans[0][0] >= 0)
-
-
-def _too_costly(size: int, program: int, limit: int) -> NoReturn:
-    raise EvaluationError(
-        f"matches() would take more than the step limit ({limit:,}): a string of {size:,} bytes"
-        f" against a pattern of {program:,} RE2 instructions"
-    )
-
-
-def _search(regex: Any, program: int, limit: int, text: object) -> bool:
+def _search(regex: _Regex, limit: int, text: object) -> bool:
     """``text.matches(<literal pattern>)``, if it costs at most ``limit`` steps."""
-    data = _utf8(text)
-    if len(data) * program // _REGEX_COST_DIVISOR > limit:
-        _too_costly(len(data), program, limit)
-    return _found(regex, data)
+    return regex.search(text, limit)
 
 
-def _search_counted(steps: list[int], regex: Any, program: int, text: object) -> bool:
+def _search_counted(steps: list[int], regex: _Regex, text: object) -> bool:
     """``text.matches(<literal pattern>)`` in a comprehension: paid for before it runs."""
-    data = _utf8(text)
-    _charge(steps, len(data) * program // _REGEX_COST_DIVISOR)
-    return _found(regex, data)
+    return regex.search(text, steps[1], steps)
 
 
-def _dynamic_regex(text: object, pattern: object) -> tuple[bytes, Any, int]:
-    data = _utf8(text, _type_name(pattern))
+def _dynamic_regex(pattern: object) -> _Regex:
     if type(pattern) is not str:
         raise EvaluationError(f"no such overload: string.matches({_type_name(pattern)})")
     assert isinstance(pattern, str)
     compiled = _cached_regex(pattern)
     if isinstance(compiled, str):
         raise EvaluationError(f"invalid regular expression: {compiled}")
-    return data, compiled[0], compiled[1]
+    return compiled
 
 
 def _search_dynamic(text: object, pattern: object, limit: int) -> bool:
     """``text.matches(pattern)`` with a pattern known only now, compiled (and cached) now."""
-    data, regex, program = _dynamic_regex(text, pattern)
-    if len(data) * program // _REGEX_COST_DIVISOR > limit:
-        _too_costly(len(data), program, limit)
-    return _found(regex, data)
+    if type(text) is not str:  # the receiver's error first, as with a literal pattern
+        raise EvaluationError(f"no such overload: {_type_name(text)}.matches(string)")
+    return _dynamic_regex(pattern).search(text, limit)
 
 
 def _search_dynamic_counted(steps: list[int], text: object, pattern: object) -> bool:
     """:func:`_search_dynamic` in a comprehension: paid for before it runs."""
-    data, regex, program = _dynamic_regex(text, pattern)
-    _charge(steps, len(data) * program // _REGEX_COST_DIVISOR)
-    return _found(regex, data)
+    if type(text) is not str:
+        raise EvaluationError(f"no such overload: {_type_name(text)}.matches(string)")
+    return _dynamic_regex(pattern).search(text, steps[1], steps)
 
 
 def hashable(value: Any) -> Hashable:
@@ -2635,10 +2752,7 @@ _RUNTIME: Final[dict[str, object]] = {
     "_starts_with": _starts_with,
     "_ends_with": _ends_with,
     "_charge_items": _charge_items,
-    "_grown": _grown,
-    "_scanned": _scanned,
-    "_eq_counted": _eq_counted,
-    "_in_counted": _in_counted,
+    "_pay_repeated": _pay_repeated,
     "_search": _search,
     "_search_counted": _search_counted,
     "_search_dynamic": _search_dynamic,
@@ -2739,8 +2853,11 @@ def compile_expression(
         tree = _Parser(source, tokens, max_depth, max_nodes).parse()
         compiler = _Compiler(source, names, max_macro_depth, max_steps, counting=False)
         module, result_type = compiler.module(tree)
-        if compiler.charges:  # made again with the record's step counter throughout
-            compiler = _Compiler(source, names, max_macro_depth, max_steps, counting=True)
+        if compiler.charges:  # made again, counting (with a counter per record if need be)
+            cell = compiler.needs_cell
+            compiler = _Compiler(
+                source, names, max_macro_depth, max_steps, counting=True, cell=cell
+            )
             module, result_type = compiler.module(tree)
         estimator = _Estimator(compiler, max_record_bytes)
         cost = estimator.total(tree)

@@ -241,14 +241,16 @@ LIMIT = "step limit exceeded: the record needs more than {:,} steps"
 
 
 def test_a_nested_comprehension_pays_its_range_times_its_body_as_it_starts() -> None:
-    # l.exists(y, y == -1): 4 nodes and 1 per element; 3 lists of 3: 3 x 3 x 4 = 36 steps
+    # l.exists(y, y == -1): 4 nodes and 1 per element; 20 lists of 20: 20 x 20 x 4 steps
     source = "r.exists(l, l.exists(y, y == -1))"
-    shared = [1, 2, 3]
-    assert compile_expression(source, max_steps=36).fn([shared] * 3) is False
-    fails(source, [shared] * 3, LIMIT.format(35), max_steps=35)
+    shared = list(range(20))
+    assert compile_expression(source, max_steps=1600).fn([shared] * 20) is False
+    fails(source, [shared] * 20, LIMIT.format(1599), max_steps=1599)
     # the limit is per record: a batch of many records each within it passes
-    expression = compile_expression(source, max_steps=36, batch=("filter",))
-    assert expression.batch["filter"]([[shared] * 3] * 1000) == []
+    expression = compile_expression(source, max_steps=1600, batch=("filter",))
+    assert expression.batch["filter"]([[shared] * 20] * 1000) == []
+    # a nested range of at most 16 elements is not counted (its work per element is bounded)
+    assert compile_expression(source, max_steps=0).fn([shared[:16]] * 1000) is False
 
 
 def test_a_list_shared_by_every_element_fails_on_the_default_limit() -> None:
@@ -267,23 +269,32 @@ def test_comprehensions_not_nested_are_not_counted() -> None:
 @pytest.mark.parametrize(
     ("source", "record", "steps"),
     [
-        # strings and lists built in a comprehension: a tenth per character, per + of a chain
-        ("r.tags.map(t, r.id + t)", {"id": "x" * 99, "tags": ["a"] * 10}, 10 * 10),
-        ("r.tags.map(t, r.id + ':' + t)", {"id": "x" * 98, "tags": ["a"] * 10}, 10 * 20),
-        ("r.tags.map(t, r.xs + [t])", {"xs": [0] * 99, "tags": ["a"] * 10}, 10 * 10),
-        ("r.tags.map(t, r.id.upper())", {"id": "x" * 100, "tags": ["a"] * 10}, 10 * 10),
-        # strings scanned in a comprehension: a tenth per character
-        ("r.tags.filter(t, r.id.contains(t))", {"id": "x" * 100, "tags": ["a"] * 10}, 10 * 10),
-        ("r.tags.map(t, int(r.n))", {"n": "0" * 98 + "12", "tags": ["a"] * 10}, 10 * 10),
-        # matches: the string's bytes times the pattern's program (5 instructions) / 4
+        # a string copied into a result per element, not depending on it: a tenth per
+        # character and per + of the chain, paid as the comprehension starts, for all elements
+        ("r.tags.map(t, r.id + t)", {"id": "x" * 300, "tags": ["a"] * 10}, 10 * 30),
+        ("r.tags.map(t, r.id + ':' + t)", {"id": "x" * 300, "tags": ["a"] * 10}, 10 * 60),
+        ("r.tags.map(t, t == 'b' ? r.id + t : t)", {"id": "x" * 300, "tags": ["a"] * 10}, 300),
+        ("r.tags.map(t, r.id.upper())", {"id": "x" * 300, "tags": ["a"] * 10}, 10 * 30),
+        # ... under 2,560 characters in all (here 255 x 10), nothing
+        ("r.tags.map(t, r.id + t)", {"id": "x" * 255, "tags": ["a"] * 10}, 0),
+        # a list copied: a tenth per element
+        ("r.tags.map(t, r.xs + [t])", {"xs": [0] * 100, "tags": ["a"] * 10}, 10 * 10),
+        # strings read through per element: a tenth per character
+        ("r.tags.filter(t, r.id.contains(t))", {"id": "x" * 300, "tags": ["a"] * 10}, 10 * 30),
+        ("r.tags.map(t, int(r.n))", {"n": "0" * 298 + "12", "tags": ["a"] * 10}, 10 * 30),
+        # matches: the string's bytes times the pattern's program (5 instructions) / 4, per
+        # element, whatever the string depends on
         ('r.tags.map(t, r.id.matches("x$"))', {"id": "x" * 100, "tags": ["a"] * 10}, 10 * 125),
-        # elements visited in a comprehension: one each (a tenth for a string, compared in C)
+        # elements of lists and maps visited per element: one each, all levels down
         ("r.tags.filter(t, t in r.xs)", {"xs": [0] * 100, "tags": [1] * 10}, 10 * 100),
-        ("r.tags.filter(t, t in r.xs)", {"xs": ["b"] * 100, "tags": ["a"] * 10}, 10 * 10),
+        ("r.tags.filter(t, t in r.xs)", {"xs": [[0, 0]] * 50, "tags": [1] * 10}, 10 * 150),
         ("r.tags.filter(t, r.xs == r.ys)", {"xs": [0] * 10, "ys": [0] * 10, "tags": [1]}, 10),
-        # ... but a comparison with the element is bounded by the element: not counted
+        # ... but what depends on the element adds up to at most the range: not counted
         ("r.tags.filter(t, t == r.id)", {"id": "x" * 1000, "tags": ["x" * 1000] * 10}, 0),
         ("r.tags.filter(t, t.startsWith(r.id))", {"id": "x" * 1000, "tags": ["x"] * 10}, 0),
+        ("r.tags.map(t, t + t + ':')", {"tags": ["x" * 1000] * 10}, 0),
+        ("r.tags.map(t, t.upper().contains(t))", {"tags": ["x" * 1000] * 10}, 0),
+        ("r.tags.filter(t, 1 in t)", {"tags": [[0] * 1000] * 10}, 0),
     ],
 )
 def test_work_inside_comprehensions_is_counted(source: str, record: Any, steps: int) -> None:
