@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 
 from operators.graph import EvaluationError, ExpressionError, compile_expression
-from operators.graph.cel import MAX_COST, MAX_RECORD_BYTES, MAX_STEPS, _cached_pattern
+from operators.graph.cel import MAX_COST, MAX_RECORD_BYTES, MAX_STEPS
+from operators.graph.cel.regex import _cached_pattern
 from operators.graph.compiler import compile_graph
 from operators.graph.spec import GraphError, parse_graph
 
