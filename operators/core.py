@@ -87,6 +87,16 @@ class OperatorCore:
         else:
             self._activate()
 
+    def activate_later(self) -> None:
+        """Ask to be scheduled again after the event loop has run what else is ready.
+
+        :meth:`activate` from inside the logic runs the operator again within the same
+        worker step (its scope keeps passing until quiet); logic that stops early so that
+        others *outside* the dataflow run too (the server's requests, ``/healthz``) uses
+        this: the activation is a callback of the next turn of the loop.
+        """
+        self.scope.worker.call_later(0, self.activate)
+
     def touch(self) -> None:
         """Note that progress changed outside a run (a capability moved): publish it soon.
 

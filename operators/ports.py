@@ -67,6 +67,18 @@ class InputPort:
             consumed.update(time, len(records))
             yield time, records
 
+    def give_back(self, time: Hashable, records: list[Any]) -> None:
+        """Put the unprocessed rest of a batch taken by :meth:`batches` back at the front.
+
+        It counts as not consumed (still in flight, holding the frontier), and the operator
+        is activated again to take it once the event loop has run what else was ready:
+        logic that stops early to let others run (a batch whose evaluation is slow) uses
+        this.
+        """
+        self.queue.appendleft((time, records))
+        self.consumed.update(time, -len(records))
+        self.operator.activate_later()
+
     def is_empty(self) -> bool:
         """Whether no batch is waiting."""
         return not self.queue

@@ -42,6 +42,12 @@ class Stream:
 
         return map_batches(self, fn)
 
+    def evaluate(self, fn: Callable[[list[Any]], list[Any]]) -> Stream:
+        """Like :meth:`map_batches` for a function of each record: a slow one is sliced."""
+        from operators.map import evaluate_batches
+
+        return evaluate_batches(self, fn)
+
     def flat_map(self, fn: Callable[[Any], Any]) -> Stream:
         """Replace every record by the records of the iterable ``fn(record)``."""
         from operators.flat_map import flat_map

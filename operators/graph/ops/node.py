@@ -177,7 +177,7 @@ class NodeBuilder:
         """
         raw = self.expressions[param].fn
         pairs = self.guard(lambda r: (check(raw(r)), r))
-        return self.inputs[0].map(pairs).filter(kept)
+        return self.inputs[0].evaluate(lambda records: list(map(pairs, records))).filter(kept)
 
     def compiled_params(self) -> dict[str, Any]:
         """The parameters with every expression compiled to a function under the policy."""

@@ -18,7 +18,7 @@ from operators.stream import Stream
 
 
 def _map(node: NodeBuilder) -> list[Stream]:
-    return [node.inputs[0].map_batches(node.batched("expr", "map"))]
+    return [node.inputs[0].evaluate(node.batched("expr", "map"))]
 
 
 builtin(
@@ -29,7 +29,7 @@ builtin(
 def _flat_map(node: NodeBuilder) -> list[Stream]:
     values = node.batched("expr", "map")
     name, policy, errors = node.name, node.policy, node.errors
-    return [node.inputs[0].map_batches(lambda rs: _flatten(values(rs), name, policy, errors))]
+    return [node.inputs[0].evaluate(lambda rs: _flatten(values(rs), name, policy, errors))]
 
 
 def _flatten(values: list[Any], node: str, policy: str, errors: RecordErrors) -> list[Any]:
@@ -65,7 +65,7 @@ builtin(
 
 
 def _filter(node: NodeBuilder) -> list[Stream]:
-    return [node.inputs[0].map_batches(node.batched("expr", "filter"))]
+    return [node.inputs[0].evaluate(node.batched("expr", "filter"))]
 
 
 builtin(
@@ -81,7 +81,7 @@ builtin(
 
 def _exchange(node: NodeBuilder) -> list[Stream]:
     # The key is computed once per record, in a batch, and travels with it.
-    keyed = node.inputs[0].map_batches(node.batched("key", "pairs"))
+    keyed = node.inputs[0].evaluate(node.batched("key", "pairs"))
     return [keyed.exchange(itemgetter(0)).map_batches(_seconds)]
 
 

@@ -34,7 +34,7 @@ builtin(OpKind("count", 1, 1, build=_count))
 
 
 def _count_by(node: NodeBuilder) -> list[Stream]:
-    keys = node.inputs[0].map_batches(node.batched("key", "key"))
+    keys = node.inputs[0].evaluate(node.batched("key", "key"))
     return [keys.count_by().map_batches(_key_counts)]
 
 
@@ -84,7 +84,7 @@ def _aggregate(node: NodeBuilder) -> list[Stream]:
     fold = node.fn("fold")
     init = node.fn("init", policy="fail")
     emit = node.fn("emit") if "emit" in node.expressions else _key_value
-    keyed = node.inputs[0].map_batches(node.batched("key", "pairs"))
+    keyed = node.inputs[0].evaluate(node.batched("key", "pairs"))
     aggregated = keyed.aggregate(
         itemgetter(0),
         lambda acc, pair: _keep_acc(acc, fold(acc, pair[1])),
@@ -119,8 +119,8 @@ builtin(
 
 
 def _join(node: NodeBuilder) -> list[Stream]:
-    left = node.inputs[0].map_batches(node.batched("key_left", "pairs"))
-    right = node.inputs[1].map_batches(node.batched("key_right", "pairs"))
+    left = node.inputs[0].evaluate(node.batched("key_left", "pairs"))
+    right = node.inputs[1].evaluate(node.batched("key_right", "pairs"))
     joined = left.join(right, itemgetter(0), itemgetter(0))
     return [joined.map(lambda lr: {"left": lr[0][1], "right": lr[1][1]})]
 
