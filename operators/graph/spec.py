@@ -16,6 +16,12 @@ A graph is a JSON object (see ``docs/graphs.md``)::
 :func:`parse_graph` checks its shape and returns plain dataclasses; every problem found is
 reported at once, each with a JSON pointer (RFC 6901) to the offending part. Meaning (known
 operators, parameters, ports, cycles, expressions) is checked by the compiler.
+
+It is the one shape checker: the API's graph model (``api/graph_model.py``) delegates to it,
+and so do library users and recovery, who hand the service a graph as JSON. Its limits
+(:data:`MAX_NODES`, :data:`MAX_EDGES`, :data:`MAX_SCOPES`, :data:`MAX_SCOPE_DEPTH`,
+:data:`MAX_TIME_DEPTH`) are checked before the parts they bound are read, or bound the walks
+that read them, so a graph over one costs no more than the limit.
 """
 
 from __future__ import annotations
@@ -30,6 +36,19 @@ from service.runtime import INTEGERS, TimeDomain
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,127}")
 MAX_NODES = 1000
 """The most nodes a graph may have."""
+MAX_EDGES = 10_000
+"""The most edges a graph may have: ten per node at the most nodes (an edge costs the build
+about a tenth of a millisecond; a concat of 9,999 inputs, the most ports a node has, 1.3 s)."""
+MAX_SCOPES = 1000
+"""The most scopes a graph may declare (each is built, even without nodes)."""
+MAX_SCOPE_DEPTH = 32
+"""How deeply scopes may nest: each iterative scope adds a coordinate to its times, and the
+engine's times and frontiers recurse through the coordinates (a few hundred levels raise
+RecursionError, which stopped the whole service)."""
+MAX_TIME_DEPTH = 32
+"""How deeply the root time domain's products may nest (times recurse as scopes' do)."""
+TIME_MESSAGE = 'the time domain must be "u64" or {"product": [<time domain>, "u64"]}'
+"""The problem of a value that is not a time domain."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,10 +76,11 @@ class TimeSpec:
     depth: int = 0
 
     def describe(self) -> Any:
-        """The JSON form."""
-        if self.depth == 0:
-            return "u64"
-        return {"product": [TimeSpec(self.depth - 1).describe(), "u64"]}
+        """The JSON form (built without recursion: a depth is not bounded here)."""
+        described: Any = "u64"
+        for _ in range(self.depth):
+            described = {"product": [described, "u64"]}
+        return described
 
     def domain(self) -> TimeDomain:
         """The engine's time domain: its least time and identity summary.
@@ -125,6 +145,9 @@ class GraphSpec:
     nodes: dict[str, NodeSpec]
     edges: list[EdgeSpec]
     scopes: dict[str, ScopeSpec] = field(default_factory=dict)
+    document: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    """The JSON document the spec was read from, as given: what the service stores (and reads
+    again on recovery) and shows. :func:`parse_graph` always sets it."""
 
     def inputs(self) -> list[str]:
         """The names of the input nodes, in declaration order."""
@@ -141,20 +164,27 @@ def escape(token: str) -> str:
 
 
 def _parse_time(value: Any, pointer: str, problems: list[Problem]) -> TimeSpec:
-    if value == "u64":
-        return TimeSpec(0)
-    if isinstance(value, dict) and set(value) == {"product"}:
-        parts = value["product"]
-        if isinstance(parts, list) and len(parts) == 2 and parts[1] == "u64":
-            inner = _parse_time(parts[0], f"{pointer}/product/0", problems)
-            return TimeSpec(inner.depth + 1)
-    problems.append(
-        Problem(
-            pointer,
-            'the time domain must be "u64" or {"product": [<time domain>, "u64"]}',
+    """A time domain: ``"u64"``, or products nested at most :data:`MAX_TIME_DEPTH` deep.
+
+    A loop, not a recursion, so that a domain nested beyond the interpreter's recursion limit
+    is a problem, not a RecursionError.
+    """
+    depth = 0
+    while value != "u64":
+        product = (
+            value.get("product") if isinstance(value, dict) and set(value) == {"product"} else None
         )
-    )
-    return TimeSpec(0)
+        if not (isinstance(product, list) and len(product) == 2 and product[1] == "u64"):
+            problems.append(Problem(pointer, TIME_MESSAGE))
+            return TimeSpec(0)
+        if depth == MAX_TIME_DEPTH:
+            message = f"at most {MAX_TIME_DEPTH} products may nest in a time domain"
+            problems.append(Problem(pointer, message))
+            return TimeSpec(0)
+        depth += 1
+        value = product[0]
+        pointer = f"{pointer}/product/0"
+    return TimeSpec(depth)
 
 
 def _parse_port(value: Any, pointer: str, problems: list[Problem]) -> PortRef | None:
@@ -191,13 +221,16 @@ def parse_graph(document: Any) -> GraphSpec:
     edges = _parse_edges(document.get("edges", []), problems)
     if problems:
         raise GraphError(problems)
-    return GraphSpec(time, nodes, edges, scopes)
+    return GraphSpec(time, nodes, edges, scopes, document)
 
 
 def _parse_scopes(raw: Any, problems: list[Problem]) -> dict[str, ScopeSpec]:
     if not isinstance(raw, dict):
         problems.append(Problem("/scopes", "scopes must be an object of named scopes"))
         raw = {}
+    if len(raw) > MAX_SCOPES:
+        problems.append(Problem("/scopes", f"at most {MAX_SCOPES} scopes are allowed"))
+        return {}
     scopes: dict[str, ScopeSpec] = {}
     for name, scope in raw.items():
         parsed = _parse_scope(name, scope, problems)
@@ -231,7 +264,11 @@ def _parse_scope(name: Any, scope: Any, problems: list[Problem]) -> ScopeSpec | 
 
 
 def _check_parent(scope: ScopeSpec, scopes: dict[str, ScopeSpec], problems: list[Problem]) -> None:
-    """The scope's parent exists, and following parents never comes back to it."""
+    """The scope's parent exists, and following parents never comes back to it.
+
+    The scope is at most :data:`MAX_SCOPE_DEPTH` deep, which also bounds the walk: a chain of
+    thousands of scopes costs each of them :data:`MAX_SCOPE_DEPTH` steps, not the chain.
+    """
     if scope.parent is not None and scope.parent not in scopes:
         problems.append(Problem(f"{scope.pointer}/parent", f"no scope {scope.parent!r}"))
     seen = {scope.name}
@@ -239,6 +276,10 @@ def _check_parent(scope: ScopeSpec, scopes: dict[str, ScopeSpec], problems: list
     while parent is not None and parent in scopes:
         if parent in seen:
             problems.append(Problem(f"{scope.pointer}/parent", "scopes nest in a circle"))
+            break
+        if len(seen) == MAX_SCOPE_DEPTH:
+            message = f"at most {MAX_SCOPE_DEPTH} scopes may nest in one another"
+            problems.append(Problem(f"{scope.pointer}/parent", message))
             break
         seen.add(parent)
         parent = scopes[parent].parent
@@ -252,6 +293,7 @@ def _parse_nodes(
         raw = {}
     if len(raw) > MAX_NODES:
         problems.append(Problem("/nodes", f"at most {MAX_NODES} nodes are allowed"))
+        return {}
     nodes: dict[str, NodeSpec] = {}
     for name, node in raw.items():
         parsed = _parse_node(name, node, scopes, problems)
@@ -291,6 +333,9 @@ def _parse_edges(raw: Any, problems: list[Problem]) -> list[EdgeSpec]:
     if not isinstance(raw, list):
         problems.append(Problem("/edges", "edges must be a list"))
         raw = []
+    if len(raw) > MAX_EDGES:
+        problems.append(Problem("/edges", f"at most {MAX_EDGES} edges are allowed"))
+        return []
     edges: list[EdgeSpec] = []
     for index, edge in enumerate(raw):
         parsed = _parse_edge(f"/edges/{index}", edge, problems)
