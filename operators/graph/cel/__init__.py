@@ -83,6 +83,7 @@ from __future__ import annotations
 import ast
 import keyword
 import re
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
@@ -229,7 +230,9 @@ def _compile(
             raise ValueError("batch forms need a variable to range over")
         module.body.extend(compiler.batch(shape) for shape in dict.fromkeys(batch))
         ast.fix_missing_locations(module)
-        code = compile(module, "<expression>", "exec")
+        with warnings.catch_warnings():  # `1 is None`: an identity test with None, True, False
+            warnings.simplefilter("ignore", SyntaxWarning)
+            code = compile(module, "<expression>", "exec")
     except RecursionError:
         raise ExpressionError("expression nested too deeply", 0, source) from None
     namespace = compiler.namespace
