@@ -107,8 +107,9 @@ class _Body(BaseModel):
 class CreateDataflow(_Body):
     """``POST /v1/dataflows``: a graph to check and build, with an optional name.
 
-    The graph is only required to be a JSON object here; its meaning is checked by the graph
-    compiler, which reports every problem at once (422, pointers relative to the graph).
+    The graph is only required to be a JSON object here; its shape is then checked by the
+    graph model (:data:`api.graph_model.GRAPH`) and its meaning by the graph compiler, each
+    reporting every problem at once (422, pointers relative to the graph).
 
     >>> body = CreateDataflow.model_validate_json(b'{"graph": {"nodes": {}}, "name": "demo"}')
     >>> body.name, body.graph
@@ -367,13 +368,21 @@ ClientFrame: TypeAdapter[PushFrame | AdvanceFrame | CloseFrame] = TypeAdapter(
 
 # --------------------------------------------------------------------------- problems
 
+GRAPH_PROBLEM = "graph_problem"
+"""The error type of a problem the graph's shape checker found (:mod:`api.graph_model`): its
+``loc`` is the problem's JSON pointer, token by token, and its message the checker's."""
 
-def _pointer(loc: tuple[int | str, ...]) -> str:
-    """The RFC 6901 JSON pointer of a pydantic ``loc`` (``~`` and ``/`` escaped)."""
+
+def _pointer(loc: tuple[int | str, ...], marks: bool = True) -> str:
+    """The RFC 6901 JSON pointer of a pydantic ``loc`` (``~`` and ``/`` escaped).
+
+    With ``marks``, pydantic's ``[key]`` tokens are left out; a graph problem's ``loc`` has
+    none, so a node named ``[key]`` keeps its place in the pointer.
+    """
     return "".join(
         "/" + str(token).replace("~", "~0").replace("/", "~1")
         for token in loc
-        if token != "[key]"  # pydantic marks a dict key's own error; the key is the place
+        if not (marks and token == "[key]")  # pydantic marks a dict key's own error
     )
 
 
@@ -414,11 +423,12 @@ def problem_from_validation_error(error: ValidationError) -> list[dict[str, str]
             detail = "unknown field"
         elif kind == "missing":
             detail = "required"
-        problems.append({"pointer": _pointer(loc), "detail": detail})
+        problems.append({"pointer": _pointer(loc, marks=kind != GRAPH_PROBLEM), "detail": detail})
     return problems
 
 
 __all__ = [
+    "GRAPH_PROBLEM",
     "TIME_ERROR",
     "Advance",
     "AdvanceFrame",

@@ -5,9 +5,10 @@ from __future__ import annotations
 from aiohttp import web
 
 from api.codec import dataflow_json, summary_json
+from api.graph_model import check_graph_body, graph_spec
 from api.models import CreateDataflow
 from api.server.context import manager_of, tenant_of
-from api.server.http import flag, json_response, parse
+from api.server.http import flag, json_response, parse, read_body
 from api.server.paging import decode_cursor, encode_cursor, limit_param
 from service.app import BadRequest, describe_catalogue
 
@@ -18,12 +19,20 @@ async def operators_catalogue(_request: web.Request) -> web.Response:
 
 
 async def create_dataflow(request: web.Request) -> web.Response:
-    """Validate a graph; create it (201) or, with ``dry_run``, return its compiled plan."""
+    """Validate a graph; create it (201) or, with ``dry_run``, return its compiled plan.
+
+    The body's size and nesting are checked before it is parsed, the graph's shape by the
+    graph model (:mod:`api.graph_model`), and its meaning by the service, which gets the
+    checked ``GraphSpec``.
+    """
     manager = manager_of(request)
-    body = await parse(request, CreateDataflow)
-    if flag(request, "dry_run"):
-        return json_response({"plan": manager.plan(body.graph)})
-    record = await manager.create(tenant_of(request), body.graph, body.name)
+    check_graph_body(await read_body(request))
+    body = await parse(request, CreateDataflow)  # the body read again is aiohttp's cached copy
+    dry_run = flag(request, "dry_run")
+    graph = graph_spec(body.graph)
+    if dry_run:
+        return json_response({"plan": manager.plan(graph)})
+    record = await manager.create(tenant_of(request), graph, body.name)
     return json_response(
         dataflow_json(manager.describe(record, operators=False)),
         status=201,

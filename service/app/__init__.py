@@ -4,7 +4,8 @@ Everything here is plain Python on the event loop the workers run on; the HTTP a
 edges in :mod:`api` translate requests into calls on :class:`DataflowManager` and turn what
 it answers (the typed views of :mod:`service.app.views`, its errors, and the captured events
 of outputs) into wire formats. This package is all of the engine that :mod:`api` sees: the
-operator catalogue and the format of captured events reach the API from here.
+operator catalogue, the graph's shape checker (:func:`parse_graph`, which the API's graph model
+delegates to) and the format of captured events reach the API from here.
 """
 
 from operators.capture.event import (
@@ -16,7 +17,7 @@ from operators.capture.event import (
     encode_time,
     event_to_json,
 )
-from operators.graph import describe_catalogue
+from operators.graph import GraphError, GraphSpec, describe_catalogue, parse_graph
 from service.app.errors import (
     BadRequest,
     Conflict,
@@ -67,6 +68,8 @@ __all__ = [
     "FrontierSink",
     "FrontierWatch",
     "Gone",
+    "GraphError",
+    "GraphSpec",
     "IdempotencyKeyReused",
     "InputView",
     "Invalid",
@@ -89,4 +92,5 @@ __all__ = [
     "describe_catalogue",
     "encode_time",
     "event_to_json",
+    "parse_graph",
 ]

@@ -23,7 +23,7 @@ import math
 import time as wallclock
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any
@@ -32,6 +32,7 @@ from operators import Stream, Worker
 from operators.graph import (
     BuiltGraph,
     GraphError,
+    GraphSpec,
     Plan,
     compile_graph,
     parse_graph,
@@ -593,21 +594,36 @@ class DataflowManager:
 
     # ----------------------------------------------------------------- dataflows
 
-    def compile(self, graph: Any) -> Plan:
-        """Check and compile a graph; :class:`Invalid` lists every problem with its pointer."""
+    def compile(self, graph: GraphSpec | Mapping[str, Any]) -> Plan:
+        """Check and compile a graph; :class:`Invalid` lists every problem with its pointer.
+
+        ``graph`` is a :class:`GraphSpec` whose shape is checked (what the API hands over, from
+        its graph model) or a graph as JSON (from library users, the catalogue on recovery and
+        the demo), whose shape :func:`parse_graph` checks here: the same checker either way.
+        """
         try:
-            return compile_graph(parse_graph(graph))
+            spec = graph if isinstance(graph, GraphSpec) else parse_graph(graph)
+            return compile_graph(spec)
         except GraphError as error:
             problems = [{"pointer": p.pointer, "detail": p.message} for p in error.problems]
             raise Invalid(f"the graph has {len(problems)} problem(s)", problems) from None
 
-    def plan(self, graph: Any) -> dict[str, Any]:
+    def plan(self, graph: GraphSpec | Mapping[str, Any]) -> dict[str, Any]:
         """What creating ``graph`` would build (a dry run); :class:`Invalid` if it cannot."""
         return self.compile(graph).describe()
 
-    async def create(self, tenant: str, graph: Any, name: str | None = None) -> DataflowRecord:
-        """Check, compile and build a graph on every worker."""
+    async def create(
+        self, tenant: str, graph: GraphSpec | Mapping[str, Any], name: str | None = None
+    ) -> DataflowRecord:
+        """Check, compile and build a graph on every worker.
+
+        ``graph`` is as :meth:`compile` takes it; a :class:`GraphSpec` must come from
+        :func:`parse_graph`, which keeps the document it read: that is what is stored.
+        """
         plan = self.compile(graph)
+        document = plan.spec.document
+        if not document:
+            raise ValueError("a GraphSpec to create must come from parse_graph (with its document)")
         if not self.running:
             raise Gone("the service is not running")
         owned = sum(1 for r in self.dataflows.values() if r.tenant == tenant)
@@ -615,11 +631,11 @@ class DataflowManager:
             raise LimitExceeded(
                 f"tenant {tenant!r} has {owned} dataflows, the limit (max_dataflows_per_tenant)"
             )
-        record = DataflowRecord(uuid.uuid4().hex, tenant, name or "", graph, plan)
+        record = DataflowRecord(uuid.uuid4().hex, tenant, name or "", document, plan)
         if self.store is not None:
             try:
                 self.store.catalogue.add_dataflow(
-                    record.id, tenant, record.name, graph, record.created_at
+                    record.id, tenant, record.name, document, record.created_at
                 )
             except OSError as error:
                 raise self.store.refused(error, "the dataflow cannot be stored") from None
