@@ -1,4 +1,7 @@
-"""Request bodies and WebSocket client frames: the service's only pydantic models.
+"""Request bodies and WebSocket client frames: the service's pydantic models.
+
+A request's graph is checked by its own model, :data:`api.graph_model.GRAPH`; pydantic is used
+nowhere else.
 
 These are the edge of the service (``docs/api.md``, ``openapi.yaml``, ``asyncapi.yaml``):
 each body is parsed once, from bytes, with ``Model.model_validate_json(body)``, strictly
