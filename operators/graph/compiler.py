@@ -24,7 +24,7 @@ from graphlib import TopologicalSorter
 from typing import Any
 
 import operators.graph.ops  # noqa: F401 - registers the built-in operators
-from operators.graph.cel import Expression, ExpressionError, compile_expression
+from operators.graph.cel import MAX_RECORD_BYTES, Expression, ExpressionError, compile_expression
 from operators.graph.ops.node import GraphContext, NodeBuilder, RecordErrors
 from operators.graph.registry import (
     CATALOGUE,
@@ -190,11 +190,13 @@ def _move(stream: Stream, target: Any, scopes: dict[str | None, Any], spec: Grap
 # --------------------------------------------------------------------------- checking
 
 
-def compile_graph(spec: GraphSpec) -> Plan:
+def compile_graph(spec: GraphSpec, record_bytes: int = MAX_RECORD_BYTES) -> Plan:
     """Check everything about ``spec`` and compile its expressions.
 
     Nodes are checked first (operators, parameters, expressions, placement), then edges
     (ports), then that every input port is connected; cycles only once all that is right.
+    ``record_bytes`` is the largest record the server takes (its ``max_record_bytes``): the
+    expressions' cost is estimated for it.
 
     Raises:
         GraphError: listing every problem found, each with a JSON pointer.
@@ -207,7 +209,7 @@ def compile_graph(spec: GraphSpec) -> Plan:
         kind = _kind_of(node, problems)
         if kind is not None:
             kinds[node.name] = kind
-            expressions[node.name] = _check_params(node, kind, problems)
+            expressions[node.name] = _check_params(node, kind, problems, record_bytes)
             outputs_of[node.name] = _output_count(node, kind)
             problems.extend(_check_placement(node, kind, spec))
     ports = _connect(spec, kinds, outputs_of, problems)
@@ -228,7 +230,9 @@ def _kind_of(node: NodeSpec, problems: list[Problem]) -> OpKind | None:
     return kind
 
 
-def _check_params(node: NodeSpec, kind: OpKind, problems: list[Problem]) -> dict[str, Expression]:
+def _check_params(
+    node: NodeSpec, kind: OpKind, problems: list[Problem], record_bytes: int
+) -> dict[str, Expression]:
     """Check the node's parameters against its kind; returns its compiled expressions."""
     problems.extend(
         Problem(f"{node.pointer}/{escape(key)}", f"{node.op} has no parameter {key!r}")
@@ -244,7 +248,7 @@ def _check_params(node: NodeSpec, kind: OpKind, problems: list[Problem]) -> dict
             continue
         value = node.params[key]
         if param.kind == "expr":
-            expression = _check_expression(value, param, pointer, problems)
+            expression = _check_expression(value, param, pointer, problems, record_bytes)
             if expression is not None:
                 compiled[key] = expression
         else:
@@ -253,7 +257,7 @@ def _check_params(node: NodeSpec, kind: OpKind, problems: list[Problem]) -> dict
 
 
 def _check_expression(
-    value: Any, param: Param, pointer: str, problems: list[Problem]
+    value: Any, param: Param, pointer: str, problems: list[Problem], record_bytes: int
 ) -> Expression | None:
     """Compile an expression parameter; ``None`` (and a problem) if it is not one.
 
@@ -264,7 +268,9 @@ def _check_expression(
         problems.append(Problem(pointer, "an expression must be a string"))
         return None
     try:
-        expression = compile_expression(value, param.variables, batch=param.batch)
+        expression = compile_expression(
+            value, param.variables, batch=param.batch, max_record_bytes=record_bytes
+        )
     except ExpressionError as error:
         problems.append(Problem(pointer, f"expression does not compile: {error}"))
         return None

@@ -603,7 +603,7 @@ class DataflowManager:
         """
         try:
             spec = graph if isinstance(graph, GraphSpec) else parse_graph(graph)
-            return compile_graph(spec)
+            return compile_graph(spec, self.limits.max_record_bytes)
         except GraphError as error:
             problems = [{"pointer": p.pointer, "detail": p.message} for p in error.problems]
             raise Invalid(f"the graph has {len(problems)} problem(s)", problems) from None

@@ -668,3 +668,30 @@ async def test_max_frontier_watches_per_dataflow(start: Start) -> None:
     manager.unwatch(first)
     manager.watch("t", record.id)
     assert len(manager.frontier_watchers[record.id]) == 2
+
+
+async def test_expression_costs_are_estimated_for_the_configured_record_size(
+    start: Start,
+) -> None:
+    # A comprehension over a record's list nested in another: quadratic in the record. For
+    # the default largest record (1 MiB) it is refused; where records are at most 1 KiB,
+    # its estimate is far below the limit and the graph is taken.
+    nested = {
+        "nodes": {
+            "in": {"op": "input"},
+            "f": {"op": "filter", "expr": "r.exists(x, r.exists(y, x == y))"},
+            "out": {"op": "output"},
+        },
+        "edges": [["in", "f"], ["f", "out"]],
+    }
+    default = await start()
+    with pytest.raises(Invalid) as refused:
+        default.compile(nested)
+    [problem] = refused.value.problems
+    assert problem["pointer"] == "/nodes/f/expr"
+    assert (
+        "expression too costly: its estimated cost on a record of 1,048,576 bytes"
+        in (problem["detail"])
+    )
+    small = await start(max_record_bytes=1024)
+    assert small.compile(nested).spec.nodes["f"].op == "filter"
