@@ -16,15 +16,12 @@ from aiohttp import WSCloseCode, web
 from api.codec import decode_batch, encoded_size, frontier_event
 from api.server import dataflows, inputs, outputs, transactions, websockets
 from api.server.auth import auth_middleware
-from api.server.context import MANAGER, SETTINGS, SOCKETS, OpenSockets
+from api.server.context import MANAGER, SERVER, SETTINGS, SOCKETS, OpenSockets
 from api.server.health import healthz, readyz
 from api.server.metrics import metrics_handler
 from api.server.problems import problems_middleware
 from api.server.quotas import RATES, TenantRates, rate_middleware
 from service.app import DataflowManager, Settings
-
-SERVER = "frontier"
-"""The ``Server`` header of every response: the product, and nothing about its parts."""
 
 
 async def _server_header(_request: web.Request, response: web.StreamResponse) -> None:

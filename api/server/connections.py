@@ -26,8 +26,10 @@ import ssl
 from collections.abc import Callable
 from typing import Any, cast
 
-import orjson
 from aiohttp import web
+
+from api.server.context import SERVER
+from api.server.problems import CONTENT_TYPE, problem_body
 
 FD_RESERVE = 256
 """File descriptors kept for everything but client connections (logs, the catalogue,
@@ -35,17 +37,11 @@ segment files, the workers' sockets)."""
 
 
 def _response(status: int, reason: str, detail: str) -> bytes:
-    body = orjson.dumps(
-        {
-            "type": f"https://frontier.dev/problems/{reason.lower().replace(' ', '-')}",
-            "title": reason,
-            "status": status,
-            "detail": detail,
-        }
-    )
+    """A whole HTTP response (the connection has no aiohttp request to answer through)."""
+    body = problem_body(status, reason.lower().replace(" ", "-"), reason, detail)
     head = (
-        f"HTTP/1.1 {status} {reason}\r\nServer: frontier\r\nConnection: close\r\n"
-        f"Content-Type: application/problem+json\r\nContent-Length: {len(body)}\r\n\r\n"
+        f"HTTP/1.1 {status} {reason}\r\nServer: {SERVER}\r\nConnection: close\r\n"
+        f"Content-Type: {CONTENT_TYPE}\r\nContent-Length: {len(body)}\r\n\r\n"
     )
     return head.encode() + body
 

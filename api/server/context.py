@@ -21,6 +21,9 @@ class OpenSockets:
         self.producers: weakref.WeakSet[web.WebSocketResponse] = weakref.WeakSet()
 
 
+SERVER = "frontier"
+"""The ``Server`` header of every response: the product, and nothing about its parts."""
+
 MANAGER = web.AppKey("manager", DataflowManager)
 SETTINGS = web.AppKey("settings", Settings)
 SOCKETS = web.AppKey("sockets", OpenSockets)

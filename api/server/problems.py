@@ -24,8 +24,8 @@ PROBLEM_TYPE = "https://frontier.dev/problems/"
 CONTENT_TYPE = "application/problem+json"
 
 
-def problem(status: int, slug: str, title: str, detail: str, **extra: Any) -> web.Response:
-    """A problem+json response."""
+def problem_body(status: int, slug: str, title: str, detail: str, **extra: Any) -> bytes:
+    """A problem+json document's bytes (RFC 9457): ``type``, ``title``, ``status``, ``detail``."""
     body: dict[str, Any] = {
         "type": PROBLEM_TYPE + slug,
         "title": title,
@@ -33,7 +33,13 @@ def problem(status: int, slug: str, title: str, detail: str, **extra: Any) -> we
         "detail": detail,
     }
     body.update({k: v for k, v in extra.items() if v is not None})
-    return web.Response(status=status, body=orjson.dumps(body), content_type=CONTENT_TYPE)
+    return orjson.dumps(body)
+
+
+def problem(status: int, slug: str, title: str, detail: str, **extra: Any) -> web.Response:
+    """A problem+json response."""
+    body = problem_body(status, slug, title, detail, **extra)
+    return web.Response(status=status, body=body, content_type=CONTENT_TYPE)
 
 
 def problem_for(error: ServiceError) -> web.Response:
