@@ -21,17 +21,14 @@ import asyncio
 import itertools
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 import aiohttp
-import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import table
-from bench.lifecycle import slope, start
+from bench.lifecycle import report, rss_over, start
 
 
 def chain(operators: int) -> dict[str, Any]:
@@ -67,19 +64,9 @@ async def measure(checkout: Path, operators: int, advances: int, every: int) -> 
 
             for t in range(1, 201):
                 await to(t)
-            points = [(0, server.rss_kib())]
-            began = time.perf_counter()
-            for i in range(1, advances + 1):
-                await to(200 + i)
-                if i % every == 0:
-                    points.append((i, server.rss_kib()))
-            seconds = time.perf_counter() - began
-        return {
-            "checkout": str(checkout),
-            "points": points,
-            "kib_per_1000": slope(points) * 1000,
-            "advances_per_s": advances / seconds,
-        }
+            return await rss_over(
+                server, checkout, lambda i: to(200 + i), advances, every, "advances"
+            )
     finally:
         server.stop()
         data.cleanup()
@@ -97,25 +84,8 @@ def main() -> None:
     results = [
         asyncio.run(measure(c, args.operators, args.advances, args.every)) for c in checkouts
     ]
-    rows = [
-        [
-            r["checkout"],
-            f"{r['points'][0][1] / 1024:.1f}",
-            f"{r['points'][-1][1] / 1024:.1f}",
-            f"{r['points'][-1][0]}",
-            f"{r['kib_per_1000']:.0f}",
-            f"{r['advances_per_s']:.0f}",
-        ]
-        for r in results
-    ]
-    headers = ["checkout", "RSS start MiB", "RSS end MiB", "advances", "KiB/1000", "advances/s"]
     print(f"{args.operators} operators, {args.advances} advances, no records")
-    print(table(headers, rows))
-    for result in results:
-        trace = ", ".join(f"{i}: {kib / 1024:.1f}" for i, kib in result["points"])
-        print(f"{result['checkout']}: RSS MiB after advances {trace}")
-    if args.json:
-        args.json.write_bytes(orjson.dumps(results, option=orjson.OPT_INDENT_2))
+    report(results, "advances", args.json)
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ import asyncio
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -109,6 +110,53 @@ def slope(points: list[tuple[int, int]]) -> float:
     return sum((x - mx) * (y - my) for x, y in points) / var if var else 0.0
 
 
+async def rss_over(
+    server: ServerProcess,
+    checkout: Path,
+    step: Callable[[int], Awaitable[None]],
+    count: int,
+    every: int,
+    noun: str,
+) -> dict[str, Any]:
+    """``step(i)`` for ``i`` in ``1..count``, the server's RSS read before and every ``every``:
+    the readings, their growth per 1,000 steps (least squares) and the steps per second."""
+    points = [(0, server.rss_kib())]
+    began = time.perf_counter()
+    for i in range(1, count + 1):
+        await step(i)
+        if i % every == 0:
+            points.append((i, server.rss_kib()))
+    seconds = time.perf_counter() - began
+    return {
+        "checkout": str(checkout),
+        "points": points,
+        "kib_per_1000": slope(points) * 1000,
+        f"{noun}_per_s": count / seconds,
+    }
+
+
+def report(results: list[dict[str, Any]], noun: str, json_path: Path | None) -> None:
+    """The RSS table and each checkout's readings (and the results as JSON, if asked)."""
+    rows = [
+        [
+            r["checkout"],
+            f"{r['points'][0][1] / 1024:.1f}",
+            f"{r['points'][-1][1] / 1024:.1f}",
+            f"{r['points'][-1][0]}",
+            f"{r['kib_per_1000']:.0f}",
+            f"{r[noun + '_per_s']:.0f}",
+        ]
+        for r in results
+    ]
+    headers = ["checkout", "RSS start MiB", "RSS end MiB", noun, f"KiB/1000 {noun}", f"{noun}/s"]
+    print(table(headers, rows))
+    for result in results:
+        trace = ", ".join(f"{i}: {kib / 1024:.1f}" for i, kib in result["points"])
+        print(f"{result['checkout']}: RSS MiB after {noun} {trace}")
+    if json_path:
+        json_path.write_bytes(orjson.dumps(results, option=orjson.OPT_INDENT_2))
+
+
 async def measure(checkout: Path, cycles: int, every: int) -> dict[str, Any]:
     data = tempfile.TemporaryDirectory(prefix="bench-lifecycle-")
     server = start(checkout, data.name)
@@ -117,19 +165,9 @@ async def measure(checkout: Path, cycles: int, every: int) -> dict[str, Any]:
             await server.wait_ready(http)
             for _ in range(20):
                 await cycle(http, server.url)
-            points = [(0, server.rss_kib())]
-            began = time.perf_counter()
-            for i in range(1, cycles + 1):
-                await cycle(http, server.url)
-                if i % every == 0:
-                    points.append((i, server.rss_kib()))
-            seconds = time.perf_counter() - began
-        return {
-            "checkout": str(checkout),
-            "points": points,
-            "kib_per_1000": slope(points) * 1000,
-            "cycles_per_s": cycles / seconds,
-        }
+            return await rss_over(
+                server, checkout, lambda _i: cycle(http, server.url), cycles, every, "cycles"
+            )
     finally:
         server.stop()
         data.cleanup()
@@ -144,26 +182,7 @@ def main() -> None:
     args = parser.parse_args()
     checkouts = args.checkout or [Path(".")]
     results = [asyncio.run(measure(c, args.cycles, args.every)) for c in checkouts]
-    rows = []
-    for result in results:
-        points = result["points"]
-        rows.append(
-            [
-                result["checkout"],
-                f"{points[0][1] / 1024:.1f}",
-                f"{points[-1][1] / 1024:.1f}",
-                f"{points[-1][0]}",
-                f"{result['kib_per_1000']:.0f}",
-                f"{result['cycles_per_s']:.0f}",
-            ]
-        )
-    headers = ["checkout", "RSS start MiB", "RSS end MiB", "cycles", "KiB/1000 cycles", "cycles/s"]
-    print(table(headers, rows))
-    for result in results:
-        trace = ", ".join(f"{i}: {kib / 1024:.1f}" for i, kib in result["points"])
-        print(f"{result['checkout']}: RSS MiB after cycles {trace}")
-    if args.json:
-        args.json.write_bytes(orjson.dumps(results, option=orjson.OPT_INDENT_2))
+    report(results, "cycles", args.json)
 
 
 if __name__ == "__main__":
