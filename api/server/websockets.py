@@ -12,6 +12,7 @@ import contextlib
 import random
 import struct
 from collections.abc import Callable, Coroutine
+from operator import itemgetter
 from typing import Any
 
 import orjson
@@ -427,7 +428,7 @@ async def push_stream(request: web.Request) -> web.WebSocketResponse:
                         session.id, plain.seq, plain.times, plain.records, bounds, raw
                     )
                 elif frame.type == "push":
-                    check_records([pair[1] for pair in frame.records], len(raw[1]), limits)
+                    check_records(list(map(itemgetter(1), frame.records)), len(raw[1]), limits)
                     ack = producer.push(session.id, frame.seq, list(frame.records), raw)
                 elif frame.type == "advance":
                     ack = producer.advance(session.id, frame.time, frame.seq)
