@@ -233,27 +233,54 @@ def _kind_of(node: NodeSpec, problems: list[Problem]) -> OpKind | None:
 def _check_params(
     node: NodeSpec, kind: OpKind, problems: list[Problem], record_bytes: int
 ) -> dict[str, Expression]:
-    """Check the node's parameters against its kind; returns its compiled expressions."""
-    problems.extend(
+    """Report the node's parameter problems and compile its expressions (in node order).
+
+    The parameters' shape was checked by the API's graph model where it reached the compiler
+    from there (:attr:`NodeSpec.checked`), and is checked here (:func:`param_problems`)
+    otherwise; either way the problems come in the same order: parameters the operator does
+    not take, then each parameter in the operator's order, its expression compiled in place.
+    """
+    checked = node.checked if node.checked is not None else param_problems(node, kind)
+    at: dict[str, list[Problem]] = {}
+    for problem in checked:
+        at.setdefault(problem.pointer, []).append(problem)
+    pointers = {key: f"{node.pointer}/{escape(key)}" for key in kind.params}
+    taken = set(pointers.values())
+    problems.extend(p for p in checked if p.pointer not in taken)
+    compiled: dict[str, Expression] = {}
+    for key, param in kind.params.items():
+        pointer = pointers[key]
+        if pointer in at:
+            problems.extend(at[pointer])
+        elif param.kind == "expr" and key in node.params:
+            expression = _check_expression(node.params[key], param, pointer, problems, record_bytes)
+            if expression is not None:
+                compiled[key] = expression
+    return compiled
+
+
+def param_problems(node: NodeSpec, kind: OpKind) -> tuple[Problem, ...]:
+    """The problems of the node's parameters' shape, against its operator's entry.
+
+    Parameters it does not take, then each one in the operator's order: missing, or not of
+    its kind (an expression that is not a string, an int out of its range, a choice not
+    among its choices). What an expression means is the compiler's to check.
+    The API's graph model finds the same problems with pydantic (one model per operator,
+    a union on ``op``); ``tests/unit/api/test_graph_model.py`` holds them to each other.
+    """
+    found = [
         Problem(f"{node.pointer}/{escape(key)}", f"{node.op} has no parameter {key!r}")
         for key in node.params
         if key not in kind.params
-    )
-    compiled: dict[str, Expression] = {}
+    ]
     for key, param in kind.params.items():
         pointer = f"{node.pointer}/{escape(key)}"
         if key not in node.params:
             if param.required:
-                problems.append(Problem(pointer, f"{node.op} needs the parameter {key!r}"))
-            continue
-        value = node.params[key]
-        if param.kind == "expr":
-            expression = _check_expression(value, param, pointer, problems, record_bytes)
-            if expression is not None:
-                compiled[key] = expression
+                found.append(Problem(pointer, f"{node.op} needs the parameter {key!r}"))
         else:
-            problems.extend(_check_value(value, param, pointer))
-    return compiled
+            found.extend(_check_value(node.params[key], param, pointer))
+    return tuple(found)
 
 
 def _check_expression(
@@ -264,8 +291,7 @@ def _check_expression(
     An expression that compiles but gives a type the parameter does not accept is still
     returned (with its problem), as it was before.
     """
-    if not isinstance(value, str):
-        problems.append(Problem(pointer, "an expression must be a string"))
+    if not isinstance(value, str):  # reported by param_problems
         return None
     try:
         expression = compile_expression(
@@ -282,8 +308,11 @@ def _check_expression(
 
 
 def _check_value(value: Any, param: Param, pointer: str) -> list[Problem]:
-    """Problems of a parameter that is not an expression (an int, a choice, any JSON)."""
-    if param.kind == "int":
+    """Problems of a parameter's value against its kind (an expression's is only its type)."""
+    if param.kind == "expr":
+        if not isinstance(value, str):
+            return [Problem(pointer, "an expression must be a string")]
+    elif param.kind == "int":
         if type(value) is not int or not param.minimum <= value <= param.maximum:
             message = f"must be an integer from {param.minimum} to {param.maximum}"
             return [Problem(pointer, message)]

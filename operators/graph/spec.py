@@ -15,7 +15,9 @@ A graph is a JSON object (see ``docs/graphs.md``)::
 
 :func:`parse_graph` checks its shape and returns plain dataclasses; every problem found is
 reported at once, each with a JSON pointer (RFC 6901) to the offending part. Meaning (known
-operators, parameters, ports, cycles, expressions) is checked by the compiler.
+operators, parameters, ports, cycles, expressions) is checked by the compiler; the API's graph
+model checks the parameters' shape before it does, and hands it what it found on each node
+(:attr:`NodeSpec.checked`).
 
 It is the one shape checker: the API's graph model (``api/graph_model.py``) delegates to it,
 and so do library users and recovery, who hand the service a graph as JSON. Its limits
@@ -125,6 +127,11 @@ class NodeSpec:
     params: Mapping[str, Any]
     scope: str | None
     pointer: str
+    checked: tuple[Problem, ...] | None = field(default=None, compare=False)
+    """The problems of its parameters, when they were checked before the compiler (by the
+    API's graph model, against each operator's parameter model); ``None``: not checked yet,
+    and the compiler checks them. Either way the compiler lists them in node order, with the
+    graph's other problems."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,8 @@ from operators.capture.event import (
     encode_time,
     event_to_json,
 )
-from operators.graph import GraphError, GraphSpec, describe_catalogue, parse_graph
+from operators.graph import GraphError, GraphSpec, Problem, describe_catalogue, parse_graph
+from operators.graph.spec import escape
 from service.app.errors import (
     BadRequest,
     Conflict,
@@ -79,6 +80,7 @@ __all__ = [
     "NotFound",
     "OutputLog",
     "OutputPage",
+    "Problem",
     "ProducerInput",
     "Progress",
     "ServiceError",
@@ -91,6 +93,7 @@ __all__ = [
     "decode_time",
     "describe_catalogue",
     "encode_time",
+    "escape",
     "event_to_json",
     "parse_graph",
 ]

@@ -1,12 +1,16 @@
 """The graph model at the edge: the shape checker's problems as pydantic errors, exactly.
 
-The model delegates to :func:`parse_graph` (the one shape checker): whatever the document,
-the problems a 422 lists are the checker's, pointer for pointer and message for message. The
-body's own limits (size, nesting) are measured on its bytes, before it is parsed.
+The model delegates the graph's structure to :func:`parse_graph` (the one structure checker):
+whatever the document, the problems a 422 lists are the checker's, pointer for pointer and
+message for message. Each node's parameters are checked by its operator's pydantic model (a
+union on ``op``), whose problems must be the compiler's own for a library user's graph, in
+the same place of the same list. The body's own limits (size, nesting) are measured on its
+bytes, before it is parsed.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import json
 from pathlib import Path
@@ -26,12 +30,14 @@ from api.graph_model import (
     check_graph_body,
     graph_spec,
     json_depth,
+    node_params,
 )
 from api.models import GRAPH_PROBLEM, problem_from_validation_error
 from api.server.records import record_depth
-from operators.graph import compile_expression
+from operators.graph import CATALOGUE, OpKind, Param, compile_expression, compile_graph
+from operators.graph.compiler import param_problems
 from operators.graph.spec import MAX_EDGES, MAX_NODES, MAX_SCOPE_DEPTH, MAX_SCOPES, MAX_TIME_DEPTH
-from service.app import GraphError, GraphSpec, Invalid, parse_graph
+from service.app import GraphError, GraphSpec, Invalid, Problem, parse_graph
 
 OPENAPI = Path(__file__).resolve().parents[3] / "openapi.yaml"
 
@@ -115,6 +121,121 @@ def test_meaning_is_left_to_the_compiler() -> None:
         "edges": [["in", "nowhere"]],
     }
     assert graph_spec(document).nodes["m"].params == {"size": 3}
+
+
+# --------------------------------------------------------------------------- parameters
+
+NODES: list[dict[str, Any]] = [
+    {"op": "map", "expr": "r + 1"},
+    {"op": "map"},
+    {"op": "map", "expr": 3, "size": 3, "a/b~c": None, "on_error": "ignore"},
+    {"op": "map", "expr": "r +", "on_error": "fail"},
+    {"op": "filter", "expr": "r", "on_error": None},
+    {"op": "partition", "parts": 0, "expr": "r"},
+    {"op": "partition", "parts": True, "expr": ["r"]},
+    {"op": "partition", "parts": 2.0},
+    {"op": "aggregate"},
+    {"op": "mapp", "expr": "r"},
+    {"op": "input", "expr": "r"},
+]
+
+
+def compiled_problems(spec: GraphSpec) -> list[tuple[str, str]]:
+    try:
+        compile_graph(spec)
+    except GraphError as error:
+        return [(p.pointer, p.message) for p in error.problems]
+    return []
+
+
+def with_node(node: dict[str, Any]) -> dict[str, Any]:
+    return {"nodes": {"in": {"op": "input"}, "n": node}, "edges": [["in", "n"]]}
+
+
+@pytest.mark.parametrize("node", NODES, ids=lambda n: str(n)[:50])
+def test_parameters_are_checked_by_the_operators_model_as_the_compiler_checks_them(
+    node: dict[str, Any],
+) -> None:
+    document = with_node(node)
+    at_the_edge, library = graph_spec(document), parse_graph(document)
+    kind = CATALOGUE.get(node["op"])
+    expected = None if kind is None else param_problems(library.nodes["n"], kind)
+    assert at_the_edge.nodes["n"].checked == expected
+    assert library.nodes["n"].checked is None
+    assert compiled_problems(at_the_edge) == compiled_problems(library)
+
+
+def test_the_models_problems_are_exact_and_in_the_compilers_order() -> None:
+    spec = graph_spec(with_node(NODES[2]))
+    assert [(p.pointer, p.message) for p in spec.nodes["n"].checked or ()] == [
+        ("/nodes/n/size", "map has no parameter 'size'"),
+        ("/nodes/n/a~1b~0c", "map has no parameter 'a/b~c'"),
+        ("/nodes/n/expr", "an expression must be a string"),
+        ("/nodes/n/on_error", "must be one of drop, fail"),
+    ]
+    # An expression that compiles wrong is the compiler's: it keeps its place among them.
+    assert compiled_problems(graph_spec(with_node({**NODES[3], "on_error": "x"}))) == [
+        (
+            "/nodes/n/expr",
+            "expression does not compile: line 1, column 4: unexpected end of expression",
+        ),
+        ("/nodes/n/on_error", "must be one of drop, fail"),
+    ]
+
+
+def test_the_compiler_takes_the_edges_word_for_the_parameters() -> None:
+    spec = graph_spec(with_node({"op": "map", "expr": "r", "size": 3}))
+    assert compiled_problems(spec) == [("/nodes/n/size", "map has no parameter 'size'")]
+    node = dataclasses.replace(spec.nodes["n"], checked=())
+    assert compiled_problems(dataclasses.replace(spec, nodes={**spec.nodes, "n": node})) == []
+
+
+def test_the_union_is_discriminated_on_op_and_covers_the_registry() -> None:
+    schema = node_params().json_schema()
+    assert set(schema["discriminator"]["mapping"]) == set(CATALOGUE)
+    assert node_params().validate_python({"op": "partition", "parts": 3, "expr": "r"}).op == (
+        "partition"
+    )
+
+
+def test_a_deployers_operator_gets_its_model_when_it_is_registered() -> None:
+    kind = OpKind(
+        "shout", 1, 1, {"times": Param("int", minimum=1, maximum=3)}, builder=lambda i, p: i
+    )
+    CATALOGUE["shout"] = kind
+    try:
+        assert "shout" in node_params().json_schema()["discriminator"]["mapping"]
+        checked = graph_spec(with_node({"op": "shout", "times": 4})).nodes["n"].checked
+        assert checked == (Problem("/nodes/n/times", "must be an integer from 1 to 3"),)
+    finally:
+        del CATALOGUE["shout"]
+    assert graph_spec(with_node({"op": "shout", "times": 4})).nodes["n"].checked is None
+
+
+PARAM_VALUES = (
+    st.none()
+    | st.booleans()
+    | st.integers(-3, 2**63)
+    | st.text(max_size=4)
+    | st.lists(st.integers(), max_size=2)
+)
+
+
+@given(
+    st.sampled_from(sorted(CATALOGUE)),
+    st.dictionaries(
+        st.sampled_from(["expr", "parts", "on_error", "key", "x", "by", "n"]),
+        PARAM_VALUES,
+        max_size=4,
+    ),
+)
+def test_any_parameters_get_the_same_problems_at_the_edge_as_in_the_library(
+    op: str, params: dict[str, Any]
+) -> None:
+    node = {**params, "op": op}
+    document = with_node(node)
+    expected = param_problems(parse_graph(document).nodes["n"], CATALOGUE[op])
+    assert graph_spec(document).nodes["n"].checked == expected
 
 
 def test_the_json_schema_can_be_generated() -> None:
