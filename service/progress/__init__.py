@@ -6,7 +6,14 @@ Pure and synchronous: no asyncio, no I/O. Everything public is importable from h
 from service.progress.antichain import Antichain, MutableAntichain
 from service.progress.change_batch import ChangeBatch
 from service.progress.location import Location, Source, Target, location_key
-from service.progress.reachability import Builder, Connectivity, CycleError, Tracker, all_to_all
+from service.progress.reachability import (
+    Builder,
+    Connectivity,
+    CycleError,
+    Tracker,
+    all_to_all,
+    strongly_connected,
+)
 from service.progress.reference import find_cycles, frontier, summarize
 from service.progress.timestamp import (
     MAX_TIME,
@@ -52,5 +59,6 @@ __all__ = [
     "minimum_like",
     "results_in",
     "same_domain",
+    "strongly_connected",
     "summarize",
 ]

@@ -167,7 +167,7 @@ class Builder:
                         successors[Target(n, i)].append(Source(n, o))
         for source, target in dict.fromkeys(self._edges):
             successors[source].append(target)
-        component = _strongly_connected(successors)
+        component = strongly_connected(successors)
         return sorted(
             (
                 (here, there)
@@ -254,8 +254,17 @@ class Builder:
         return result
 
 
-def _strongly_connected(successors: Mapping[Location, list[Location]]) -> dict[Location, int]:
-    """Tarjan's algorithm, iterative so deep graphs do not hit the recursion limit."""
+def strongly_connected(successors: Mapping[Location, list[Location]]) -> dict[Location, int]:
+    """Each location's strongly connected component (a label), by Tarjan's algorithm.
+
+    Iterative, so deep graphs do not hit the recursion limit. Every location a successor
+    names must be a key of ``successors``.
+
+    >>> a, b, c = Source(1, 0), Target(2, 0), Source(2, 0)
+    >>> labels = strongly_connected({a: [b], b: [c], c: [b]})
+    >>> labels[b] == labels[c] != labels[a]
+    True
+    """
     order: dict[Location, int] = {}
     low: dict[Location, int] = {}
     component: dict[Location, int] = {}

@@ -339,6 +339,34 @@ def test_external_summary_of_a_scope_inside_an_integer_loop() -> None:
     assert child(region, 1).external_summary == [{}]
 
 
+def test_external_summary_of_a_path_back_that_is_no_cycle_through_the_scope() -> None:
+    """The region's output 0 leads back to its input 1, which leads only to its output 1.
+
+    No cycle passes the region, yet it must be told that path: the search for it keeps to
+    one strongly connected component of the graph where the region connects each input to
+    each output (and a child on no such cycle searches nothing).
+    """
+
+    def build(scope: Any) -> Any:
+        _a_handle, a = scope.new_input("A")
+        _b_handle, b = scope.new_input("B")
+        loop_handle, loop = scope.feedback(1)
+        region = scope.region()
+        out0 = a.enter(region).map(lambda x: x).leave()
+        out1 = b.concat(loop).enter(region).map(lambda x: x).leave()
+        out0.filter(lambda x: x < 3).connect_loop(loop_handle)
+        return out1.probe()
+
+    _worker, root, _probe = built(build)
+    names = {i: child(root, i).name for i in range(1, len(root._children))}
+    assert names == {1: "A", 2: "B", 3: "Feedback", 4: "Region", 5: "Concat", 6: "Filter"}
+    region = child(root, 4)
+    assert region.internal_summary == [{0: Antichain([0])}, {1: Antichain([0])}]
+    assert region.external_summary == [{1: Antichain([1])}, {}]
+    assert child(root, 3).external_summary == [{}]
+    assert child(root, 5).external_summary == [{}]
+
+
 # ---------------------------------------------------------------------- (c) integer loop
 
 
