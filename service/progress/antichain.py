@@ -161,6 +161,14 @@ class MutableAntichain(Generic[T]):
         """The accumulated count of ``time`` (possibly negative)."""
         return self._counts.get(time, 0)
 
+    def positive(self) -> list[tuple[T, int]]:
+        """Every time with a positive count, with its count, in sort order.
+
+        >>> MutableAntichain([(5, 2), (3, 1), (4, -1)]).positive()
+        [(3, 1), (5, 2)]
+        """
+        return sorted((t, c) for t, c in self._counts.items() if c > 0)
+
     def is_empty(self) -> bool:
         """Whether the frontier is empty (no time has a positive count)."""
         return not self._frontier

@@ -25,15 +25,24 @@ Antichain([7])
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Mapping
+from collections import deque
+from collections.abc import Callable, Collection, Hashable, Iterable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from heapq import heappop, heappush
 from typing import Any
 
 from service.progress.antichain import Antichain, MutableAntichain
 from service.progress.change_batch import ChangeBatch
 from service.progress.location import Location, Source, Target, location_key
-from service.progress.timestamp import followed_by, is_identity, results_in
+from service.progress.timestamp import (
+    followed_by,
+    identity_like,
+    is_identity,
+    less_equal,
+    minimum_like,
+    results_in,
+)
 
 Connectivity = list[dict[int, Antichain[Hashable]]]
 """Per input port, a sparse map from output port to the summaries from that input to it.
@@ -62,6 +71,32 @@ class CycleError(ValueError):
         self.transitions = transitions
         shown = ", ".join(f"{a}->{b}" for a, b in transitions)
         super().__init__(f"cycle without timestamp increment through: {shown}")
+
+
+@dataclass(frozen=True, slots=True)
+class Holder:
+    """A pointstamp that holds a time back at a location (what :meth:`Tracker.explain` finds).
+
+    ``count`` records in flight to ``location`` (a :class:`Target`), or capabilities held at
+    it (a :class:`Source`), at ``time``; ``summary`` is the least path summary from there to
+    the explained location that carries ``time`` to at most the explained time, reaching it
+    at ``arrives``, along ``path`` (the locations passed, from ``location`` to the explained
+    one, both included). ``summaries`` are all the minimal summaries between the two, and
+    ``upstream`` the sources whose edges lead to ``location`` (empty for a source).
+    """
+
+    location: Location
+    time: Hashable
+    count: int
+    summary: Hashable
+    arrives: Hashable
+    path: tuple[Location, ...]
+    summaries: tuple[Hashable, ...]
+    upstream: tuple[Source, ...]
+
+
+def _at_most(bound: Hashable, time: Hashable) -> bool:
+    return less_equal(time, bound)
 
 
 @dataclass(frozen=True, slots=True)
@@ -528,3 +563,115 @@ class Tracker:
     def tracking_anything(self) -> bool:
         """Whether any change is buffered or any pointstamp count is positive somewhere."""
         return self._total_counts > 0 or any(self._pending.values())
+
+    def explain(self, location: Location, time: Hashable) -> list[Holder]:
+        """Every pointstamp now counted that holds ``time`` back at ``location``.
+
+        A pointstamp ``(l, t)`` with a positive count holds ``time`` back when some path
+        summary ``s`` from ``l`` to ``location`` (edges and operators' connectivity, as the
+        tracker propagates them) has ``s(t) <= time``: exactly the pointstamps behind the
+        frontier elements at or before ``time``. So the answer is empty when ``time`` is
+        complete there. Changes buffered and not yet propagated are not counted.
+
+        >>> from service.progress import Antichain, Source, Target
+        >>> builder = Builder()
+        >>> builder.add_node(1, inputs=0, outputs=1)
+        >>> builder.add_node(2, inputs=1, outputs=1, connectivity=[{0: Antichain([1])}])
+        >>> builder.add_edge(Source(1, 0), Target(2, 0))
+        >>> tracker, _ = builder.build()
+        >>> tracker.update_source(Source(1, 0), 3, +1)
+        >>> tracker.update_target(Target(2, 0), 5, +2)
+        >>> tracker.propagate_all()
+        >>> [(h.location, h.time, h.count, h.summary) for h in tracker.explain(Source(2, 0), 5)]
+        [(Source(1, 0), 3, 1, 1)]
+        >>> [(h.location, h.time, h.count, h.arrives) for h in tracker.explain(Source(2, 0), 6)]
+        [(Source(1, 0), 3, 1, 4), (Target(2, 0), 5, 2, 6)]
+        """
+        return self.holders(location, partial(_at_most, time), minimum_like(time))
+
+    def holders(
+        self,
+        location: Location,
+        admits: Callable[[Hashable], bool],
+        minimum: Hashable,
+        skip: Collection[Location] = (),
+    ) -> list[Holder]:
+        """Every counted pointstamp some path carries to ``location`` at a time ``admits`` takes.
+
+        The general form of :meth:`explain`: ``admits`` must be downward closed (if it takes
+        a time, it takes every earlier one), as "at most ``time``" is, or "leaves a nested
+        scope at most at ``time``" for an inner location. ``minimum`` is the least time of
+        the scope's domain: a path that cannot carry even it to an admitted time is not
+        followed, which bounds the search around loops. Pointstamps at ``skip`` are left
+        out. Holders come in location order (construction order, upstream first), then time.
+        """
+        identity = identity_like(minimum)
+        start = self._index[location]
+        reached = results_in(identity, minimum)
+        if reached is None or not admits(reached):
+            return []
+        predecessors: list[list[tuple[int, tuple[Hashable, ...] | None]]] = [
+            [] for _ in self._locations
+        ]
+        for here, theres in enumerate(self._successors):
+            for there, steps in theres:
+                predecessors[there].append((here, steps))
+        found: dict[int, Antichain[Hashable]] = {start: Antichain([identity])}
+        toward: dict[tuple[int, Hashable], tuple[int, Hashable]] = {}
+        # Breadth first, backwards from the location: every minimal summary from each
+        # location to it, with the next location of one path that has that summary.
+        pending: deque[tuple[int, Hashable]] = deque([(start, identity)])
+        while pending:
+            here, summary = pending.popleft()
+            for before, steps in predecessors[here]:
+                for step in (identity,) if steps is None else steps:
+                    combined = summary if steps is None else followed_by(step, summary)
+                    if combined is None:
+                        continue
+                    least = results_in(combined, minimum)
+                    if least is None or not admits(least):
+                        continue
+                    if not found.setdefault(before, Antichain()).insert(combined):
+                        continue
+                    toward.setdefault((before, combined), (here, summary))
+                    pending.append((before, combined))
+        locations = self._locations
+        held: list[Holder] = []
+        for here in sorted(found):
+            at = locations[here]
+            if at in skip:
+                continue
+            counts = self._pointstamps[here].positive()
+            if not counts:
+                continue
+            summaries = tuple(sorted(found[here]))  # type: ignore[type-var]
+            upstream = tuple(
+                source
+                for before, steps in predecessors[here]
+                if steps is None and isinstance(source := locations[before], Source)
+            )
+            for time, count in counts:
+                for summary in summaries:
+                    arrives = results_in(summary, time)
+                    if arrives is not None and admits(arrives):
+                        path = self._path(here, summary, toward, start)
+                        held.append(
+                            Holder(at, time, count, summary, arrives, path, summaries, upstream)
+                        )
+                        break
+        return held
+
+    def _path(
+        self,
+        here: int,
+        summary: Hashable,
+        toward: dict[tuple[int, Hashable], tuple[int, Hashable]],
+        end: int,
+    ) -> tuple[Location, ...]:
+        """The locations from ``here`` to ``end`` along a path whose summary is ``summary``."""
+        locations = self._locations
+        path = [locations[here]]
+        while here != end:
+            here, summary = toward[(here, summary)]
+            path.append(locations[here])
+        return tuple(path)
