@@ -123,6 +123,36 @@ def main() -> None:
     help="Log every request, control-plane requests and errors (default), or none.",
 )
 @click.option("--demo", is_flag=True, help="Create a demo dataflow at startup.")
+@click.option(
+    "--processes",
+    type=int,
+    default=lambda: int(os.environ.get("FRONTIER_PROCESSES", "1")),
+    help="How many processes the cluster has (default 1: this one alone, no sockets).",
+)
+@click.option(
+    "--process",
+    type=int,
+    default=lambda: _env_int("FRONTIER_PROCESS"),
+    help="This process's index in [0, processes) (default $FRONTIER_PROCESS, or the number "
+    "ending the host name, as a StatefulSet's pod frontier-2 has).",
+)
+@click.option(
+    "--peers",
+    default=lambda: os.environ.get("FRONTIER_PEERS"),
+    help="Every process's fabric address, host:port,... in index order.",
+)
+@click.option(
+    "--apis",
+    default=lambda: os.environ.get("FRONTIER_APIS"),
+    help="Every process's API address, host:port,... in index order (default: each peer's "
+    "host with this process's --port).",
+)
+@click.option(
+    "--cluster-secret-file",
+    default=lambda: os.environ.get("FRONTIER_CLUSTER_SECRET_FILE"),
+    help="A file holding the secret every process of the cluster shares (or "
+    "$FRONTIER_CLUSTER_SECRET).",
+)
 def serve(
     host: str,
     port: int,
@@ -137,8 +167,13 @@ def serve(
     log_format: str,
     access_log: str,
     demo: bool,
+    processes: int,
+    process: int | None,
+    peers: str | None,
+    apis: str | None,
+    cluster_secret_file: str | None,
 ) -> None:
-    """Start the server."""
+    """Start the server (one process of a cluster with --processes)."""
     from api.server.logs import configure_logging
     from service.app import Limits, Settings
     from service.app.settings import LOG_SEGMENT_BYTES
@@ -171,6 +206,15 @@ def serve(
         tokens=token_map,
         limits=Limits(**config.get("limits", {})),
         operator_modules=tuple(config.get("operator_modules", ())) + operator_modules,
+        cluster=_cluster(
+            int(chosen("processes", "FRONTIER_PROCESSES", processes)),
+            chosen("process", "FRONTIER_PROCESS", process),
+            chosen("peers", "FRONTIER_PEERS", peers),
+            chosen("apis", "FRONTIER_APIS", apis),
+            cluster_secret_file,
+            int(chosen("port", "FRONTIER_PORT", port)),
+            float(config.get("startup_timeout_seconds", 60.0)),
+        ),
     )
     from api.server.records import DEPTH_HEADROOM, MOST_RECORD_DEPTH, ORJSON_DEPTH
 
@@ -193,6 +237,79 @@ def serve(
         raise SystemExit(2) from None
     if code:
         raise SystemExit(code)
+
+
+def _env_int(variable: str) -> int | None:
+    value = os.environ.get(variable)
+    return None if value is None else int(value)
+
+
+def _addresses(text: str | list[str], what: str) -> list[tuple[str, int]]:
+    items = text.split(",") if isinstance(text, str) else list(text)
+    addresses = []
+    for item in (i.strip() for i in items if i.strip()):
+        host, _, port = item.rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise click.BadParameter(f"{item!r} is not host:port", param_hint=what)
+        addresses.append((host, int(port)))
+    return addresses
+
+
+def _cluster(
+    processes: int,
+    process: int | None,
+    peers: str | list[str] | None,
+    apis: str | list[str] | None,
+    secret_file: str | None,
+    port: int,
+    startup_timeout: float,
+) -> Any:
+    """The cluster settings (``None`` for one process), checked: each mistake names its flag."""
+    from service.app import Cluster
+
+    if processes < 1:
+        raise click.BadParameter(f"must be at least 1, not {processes}", param_hint="--processes")
+    if processes == 1:
+        return None
+    if process is None:
+        # A StatefulSet's pods are named <set>-<ordinal>: the ordinal is the index.
+        ordinal = os.environ.get("HOSTNAME", "").rpartition("-")[2]
+        if not ordinal.isdigit():
+            raise click.BadParameter(
+                "give the process's index (or $FRONTIER_PROCESS, or a host name ending in "
+                "-<index>)",
+                param_hint="--process",
+            )
+        process = int(ordinal)
+    if not 0 <= process < processes:
+        raise click.BadParameter(f"{process} is not in [0, {processes})", param_hint="--process")
+    fabric = _addresses(peers or "", "--peers")
+    if len(fabric) != processes:
+        raise click.BadParameter(
+            f"{len(fabric)} addresses for {processes} processes", param_hint="--peers"
+        )
+    api = _addresses(apis, "--apis") if apis else [(host, port) for host, _ in fabric]
+    if len(api) != processes:
+        raise click.BadParameter(
+            f"{len(api)} addresses for {processes} processes", param_hint="--apis"
+        )
+    secret = os.environ.get("FRONTIER_CLUSTER_SECRET", "").encode()
+    if secret_file:
+        with open(secret_file, "rb") as file:
+            secret = file.read().strip()
+    if not secret:
+        raise click.BadParameter(
+            "a cluster needs a shared secret: $FRONTIER_CLUSTER_SECRET or a file",
+            param_hint="--cluster-secret-file",
+        )
+    return Cluster(
+        processes,
+        process,
+        tuple(fabric),
+        tuple(f"{host}:{p}" for host, p in api),
+        secret,
+        startup_timeout,
+    )
 
 
 def _tls(settings: Any) -> ssl.SSLContext | None:

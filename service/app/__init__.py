@@ -36,7 +36,7 @@ from service.app.frontiers import FrontierCodec, FrontierSink, FrontierWatch
 from service.app.inputs import Columns, ProducerInput
 from service.app.manager import DataflowManager, DataflowRecord
 from service.app.outputs import OutputLog, Subscriber
-from service.app.settings import Limits, Settings
+from service.app.settings import Cluster, Limits, Settings
 from service.app.views import (
     Ack,
     ConsumerView,
@@ -53,6 +53,7 @@ from service.store import StoreError
 __all__ = [
     "Ack",
     "BadRequest",
+    "Cluster",
     "Columns",
     "Conflict",
     "ConsumerView",

@@ -86,3 +86,24 @@ class Settings:
     """Python modules with operators of the deployer's own: each defines
     ``register_operators(register)``. Modules named by the ``frontier.operators`` entry
     points are loaded too."""
+    cluster: Cluster | None = None
+    """The cluster this process is one of (``docs/cluster.md``); ``None``: one process, which
+    opens no sockets but its API's."""
+
+
+@dataclass(frozen=True, slots=True)
+class Cluster:
+    """Where one process stands in a cluster of ``processes`` processes.
+
+    ``peers`` is every process's fabric address (``host``, ``port``), in index order: this
+    process listens on its own. ``apis`` is every process's API address (``host:port``), in
+    the same order: a request for an input another process holds is forwarded there.
+    """
+
+    processes: int
+    process: int
+    peers: tuple[tuple[str, int], ...]
+    apis: tuple[str, ...]
+    secret: bytes
+    startup_timeout: float = 60.0
+
