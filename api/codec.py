@@ -22,6 +22,7 @@ from service.app import (
     Event,
     InputView,
     OutputPage,
+    OutputView,
     decode_time,
     encode_time,
     event_to_json,
@@ -209,6 +210,23 @@ def consumer_json(view: ConsumerView) -> dict[str, Any]:
         "consumer": view.consumer,
         "committed": optional_time_json(view.committed),
         "frontier": times_json(view.frontier),
+    }
+
+
+def output_json(view: OutputView) -> dict[str, Any]:
+    """An output with its live subscribers and its registered consumers."""
+    return {
+        "output": view.name,
+        "frontier": times_json(view.frontier),
+        "records_out": view.records_out,
+        "retained": view.retained,
+        "subscribers": [
+            {"queued": s.queued, "resume": times_json(s.resume)} for s in view.subscribers
+        ],
+        "consumers": [
+            {"consumer": c.consumer, "committed": optional_time_json(c.committed)}
+            for c in view.consumers
+        ],
     }
 
 

@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator
 from aiohttp import WSCloseCode, web
 
 from api.codec import decode_batch, encoded_size, frontier_event
-from api.server import dataflows, inputs, outputs, transactions, websockets
+from api.server import dataflows, inputs, outputs, transactions, ui, websockets
 from api.server.auth import auth_middleware
 from api.server.context import MANAGER, SERVER, SETTINGS, SOCKETS, OpenSockets
 from api.server.health import healthz, readyz
@@ -93,12 +93,15 @@ def create_app(settings: Settings, manager: DataflowManager | None = None) -> we
             web.put(f"{an_input}/transactions/{{txn}}", transactions.stage),
             web.delete(f"{an_input}/transactions/{{txn}}", transactions.abort),
             web.post(f"{an_input}/close", inputs.close_input),
+            web.get(an_output, outputs.get_output),
             web.get(f"{an_output}/times", outputs.output_times),
             web.put(f"{an_output}/consumers/{{consumer}}", outputs.commit_consumer),
             web.delete(f"{an_output}/consumers/{{consumer}}", outputs.forget_consumer),
             web.get(f"{one}/frontiers", websockets.frontiers),
             web.get(f"{an_output}/events", websockets.output_events),
             web.get(f"{an_input}/push", websockets.push_stream),
+            web.get("/ui/", ui.page),
+            web.get("/ui/{asset}", ui.asset),
         ]
     )
     return app

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 from collections.abc import Awaitable, Callable
 from urllib.parse import urlsplit
 
@@ -12,7 +14,44 @@ from api.server.context import MANAGER, SETTINGS, TENANT
 from service.app import Forbidden, Settings, Unauthorized
 
 PUBLIC = ("/healthz", "/readyz", "/metrics")
-"""Paths served without a token."""
+"""Paths served without a token (and the page's files, under :data:`PAGE`)."""
+
+PAGE = "/ui/"
+"""The dataflow page's files: public, they hold no data (:mod:`api.server.ui`)."""
+
+WS_PROTOCOL = "frontier"
+"""The WebSocket subprotocol every socket selects when a client offers it."""
+
+WS_BEARER = "frontier.bearer."
+"""A browser's WebSocket cannot send headers, so it offers its token as a subprotocol:
+``frontier.bearer.<the token in base64url, without padding>``, beside :data:`WS_PROTOCOL`
+(which the server selects: the token is never echoed)."""
+
+
+def socket_bearer(request: web.Request) -> str | None:
+    """The ``Bearer`` credentials a WebSocket upgrade offers as a subprotocol, if any.
+
+    >>> from aiohttp.test_utils import make_mocked_request
+    >>> offer = "frontier, frontier.bearer.czNjcmV0"
+    >>> socket_bearer(make_mocked_request(
+    ...     "GET", "/", headers={"Upgrade": "websocket", "Sec-WebSocket-Protocol": offer}))
+    'Bearer s3cret'
+    """
+    if request.headers.get("Upgrade", "").lower() != "websocket":
+        return None
+    for header in request.headers.getall("Sec-WebSocket-Protocol", ()):
+        for offered in header.split(","):
+            offered = offered.strip()
+            if offered.startswith(WS_BEARER):
+                encoded = offered.removeprefix(WS_BEARER)
+                try:
+                    token = base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4))
+                    return "Bearer " + token.decode()
+                except (binascii.Error, ValueError):
+                    raise Unauthorized(
+                        "the frontier.bearer. subprotocol must carry the token in base64url"
+                    ) from None
+    return None
 
 
 def authenticate(settings: Settings, header: str | None) -> str:
@@ -39,7 +78,7 @@ def same_site(request: web.Request) -> None:
 
     A body of a type browsers send cross-site without a preflight is 415 everywhere; a
     WebSocket upgrade whose ``Origin`` is another host is 403 on a server without tokens
-    (with tokens, a browser has no bearer token to send along).
+    (with tokens, a page of another site has no token to offer).
     """
     if request.body_exists and request.content_type in CROSS_SITE_TYPES:
         raise UnsupportedMediaType(
@@ -63,9 +102,14 @@ def same_site(request: web.Request) -> None:
 async def auth_middleware(
     request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
 ) -> web.StreamResponse:
-    """Resolve the tenant before any handler (and before any WebSocket upgrade)."""
-    if request.path not in PUBLIC:
+    """Resolve the tenant before any handler (and before any WebSocket upgrade).
+
+    A WebSocket's token comes in its ``Authorization`` header or, from a browser, as a
+    subprotocol (:func:`socket_bearer`).
+    """
+    if request.path not in PUBLIC and not request.path.startswith(PAGE):
         same_site(request)
-        request[TENANT] = authenticate(request.app[SETTINGS], request.headers.get("Authorization"))
+        header = request.headers.get("Authorization") or socket_bearer(request)
+        request[TENANT] = authenticate(request.app[SETTINGS], header)
         request.app[MANAGER].check_ready()  # 503 while the data directory is recovered
     return await handler(request)

@@ -7,7 +7,7 @@ from typing import cast
 import orjson
 from aiohttp import web
 
-from api.codec import consumer_json, cursor, page_json, times_json
+from api.codec import consumer_json, cursor, output_json, page_json, times_json
 from api.models import ConsumerCommit
 from api.server.arrow import ARROW_STREAM, MAX_ARROW_TIME, arrow_from_times
 from api.server.context import manager_of, tenant_of
@@ -22,6 +22,11 @@ def output_of(request: web.Request) -> OutputLog:
     return manager_of(request).output(
         tenant_of(request), request.match_info["id"], request.match_info["output"]
     )
+
+
+async def get_output(request: web.Request) -> web.Response:
+    """An output: its frontier, records out, subscribers and consumers."""
+    return json_response(output_json(output_of(request).view()))
 
 
 async def output_times(request: web.Request) -> web.Response:

@@ -22,6 +22,7 @@ from pydantic import ValidationError
 
 from api.codec import ack_json, event_json, time_from_json, time_to_json, times_json
 from api.models import ClientFrame, plain_push
+from api.server.auth import WS_PROTOCOL
 from api.server.context import SETTINGS, SOCKETS, manager_of, tenant_of
 from api.server.http import flag, strict_json, time_param
 from api.server.problems import invalid_body
@@ -77,7 +78,7 @@ class BoundedSocket(web.WebSocketResponse):
     """
 
     def __init__(self, most: int) -> None:
-        super().__init__(heartbeat=_heartbeat(), max_msg_size=most)
+        super().__init__(heartbeat=_heartbeat(), max_msg_size=most, protocols=(WS_PROTOCOL,))
         self.most = most
 
     async def close(

@@ -46,7 +46,9 @@ from service.app.views import (
     DataflowView,
     InputView,
     OutputPage,
+    OutputView,
     SessionView,
+    SubscriberView,
 )
 from service.store import StoreError
 
@@ -81,6 +83,7 @@ __all__ = [
     "NotFound",
     "OutputLog",
     "OutputPage",
+    "OutputView",
     "Problem",
     "ProducerInput",
     "Progress",
@@ -89,6 +92,7 @@ __all__ = [
     "Settings",
     "StoreError",
     "Subscriber",
+    "SubscriberView",
     "Unauthorized",
     "Unavailable",
     "decode_time",

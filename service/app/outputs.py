@@ -22,7 +22,7 @@ from typing import Any
 from operators.capture import Messages, Progress
 from operators.capture.event import encode_time
 from service.app.errors import BadRequest, Gone, Invalid
-from service.app.views import ConsumerView, OutputPage
+from service.app.views import ConsumerView, OutputPage, OutputView, SubscriberView
 from service.progress import Antichain, MutableAntichain, less_equal, same_domain
 
 
@@ -282,6 +282,18 @@ class OutputLog:
     def frontier(self) -> Antichain[Hashable]:
         """The merged frontier: times not in it (and not after it) are complete."""
         return self._frontier.frontier()
+
+    def view(self) -> OutputView:
+        """The output as its description shows it: frontier, counts, readers."""
+        frontier = list(self.frontier())
+        subscribers = [SubscriberView(len(s.queue), list(s.resume)) for s in self.subscribers]
+        consumers = [
+            ConsumerView(name, committed, frontier)
+            for name, committed in sorted(self.consumers.items())
+        ]
+        return OutputView(
+            self.name, frontier, self.records_out, self._retained, subscribers, consumers
+        )
 
     def complete_times(self, start: Hashable | None, end: Hashable | None) -> list[Hashable]:
         """Retained complete times ``t`` with ``start <= t`` and not ``end <= t``, in order."""

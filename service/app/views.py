@@ -152,6 +152,29 @@ class ConsumerView:
 
 
 @dataclass(frozen=True, slots=True)
+class SubscriberView:
+    """A subscriber to an output's events: what it has queued and where it would resume."""
+
+    queued: int
+    """Events waiting to be sent to it."""
+    resume: list[Hashable]
+    """Everything before this frontier has been delivered."""
+
+
+@dataclass(frozen=True, slots=True)
+class OutputView:
+    """An output: its frontier, records, subscribers (live readers) and consumers."""
+
+    name: str
+    frontier: list[Hashable]
+    records_out: int
+    retained: int
+    """Records retained (readable with a read of the output's times)."""
+    subscribers: list[SubscriberView]
+    consumers: list[ConsumerView]
+
+
+@dataclass(frozen=True, slots=True)
 class DataflowStats:
     """What the metrics show of one dataflow."""
 

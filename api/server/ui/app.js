@@ -1,0 +1,715 @@
+// The dataflow page (docs/ui.md): plain JavaScript, no build step. ELK (vendored elkjs) lays
+// the graph out once per dataflow; frontier events from the WebSocket subscription and the
+// counts polled from the REST API only update a model, and the drawing catches up with it at
+// most once per animation frame (so 200 operators at 10 updates a second each cost at most
+// one redraw a frame, of the text that changed).
+"use strict";
+
+(() => {
+  const TOKEN_KEY = "frontier.token";
+  const POLL_MS = 1000;
+  const LIST_MS = 5000;
+  const NODE_WIDTH = 200;
+  const LINE = 14;
+  const HEAD = 52;
+  const SVG_NS = "http://www.w3.org/2000/svg";
+
+  // What the tests (and anyone curious) can read: how often the page drew and laid out.
+  const stats = {
+    ready: false, draws: 0, updates: 0, layouts: 0, polls: 0,
+    dataflow: null, held: [], lastError: null,
+  };
+  window.frontierUI = stats;
+
+  const state = {
+    token: sessionStorage.getItem(TOKEN_KEY),
+    dataflow: null, // {id, graph model}
+    generation: 0, // bumped on every switch of dataflow: stale answers are dropped
+    ws: null,
+    frontiers: new Map(), // location -> frontier (JSON text)
+    counts: new Map(), // node -> {in, out, inRate, outRate}
+    previous: null, // {at, perNode: Map(node -> {in, out})}
+    dirty: new Set(), // locations and "counts:<node>" to redraw
+    frame: 0,
+    liveEls: new Map(), // location -> [elements showing its frontier]
+    countEls: new Map(), // node -> text element
+    panelEls: new Map(), // location -> [elements] in the side panels
+    zoom: 1,
+    size: { width: 0, height: 0 },
+    selected: null,
+    pollTimer: 0,
+  };
+
+  const $ = (id) => document.getElementById(id);
+
+  function h(tag, attrs, ...children) {
+    const el = document.createElement(tag);
+    for (const [key, value] of Object.entries(attrs || {})) {
+      if (key === "dataset") Object.assign(el.dataset, value);
+      else if (key.startsWith("on")) el.addEventListener(key.slice(2), value);
+      else el.setAttribute(key, value);
+    }
+    for (const child of children.flat()) {
+      if (child !== null && child !== undefined) {
+        el.append(child instanceof Node ? child : String(child));
+      }
+    }
+    return el;
+  }
+
+  function s(tag, attrs, ...children) {
+    const el = document.createElementNS(SVG_NS, tag);
+    for (const [key, value] of Object.entries(attrs || {})) {
+      if (key === "dataset") Object.assign(el.dataset, value);
+      else el.setAttribute(key, value);
+    }
+    for (const child of children) el.append(child instanceof Node ? child : String(child));
+    return el;
+  }
+
+  function setStatus(text, kind) {
+    const el = $("status");
+    el.textContent = text;
+    el.dataset.state = kind || "info";
+  }
+
+  function fail(error) {
+    stats.lastError = String(error && error.message ? error.message : error);
+    setStatus(stats.lastError, "error");
+  }
+
+  // ------------------------------------------------------------------ the API and the token
+
+  class Unauthorized extends Error {}
+
+  async function api(path) {
+    const headers = { Accept: "application/json" };
+    if (state.token) headers.Authorization = `Bearer ${state.token}`;
+    const response = await fetch(path, { headers, cache: "no-store" });
+    if (response.status === 401) {
+      askForToken(state.token ? "that token was refused" : "this server needs a token");
+      throw new Unauthorized("a token is needed");
+    }
+    const body = response.status === 204 ? null : await response.json();
+    if (!response.ok) {
+      const error = new Error(body && body.detail ? body.detail : `${response.status}`);
+      error.status = response.status;
+      error.problem = body;
+      throw error;
+    }
+    return body;
+  }
+
+  function askForToken(why) {
+    $("token-form").hidden = false;
+    $("forget-token").hidden = true;
+    setStatus(why, "error");
+    $("token").focus();
+  }
+
+  function b64url(text) {
+    const bytes = new TextEncoder().encode(text);
+    let binary = "";
+    for (const byte of bytes) binary += String.fromCharCode(byte);
+    return btoa(binary).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+  }
+
+  function socketProtocols() {
+    // A browser cannot set headers on a WebSocket: the token goes as a subprotocol.
+    return state.token ? ["frontier", `frontier.bearer.${b64url(state.token)}`] : ["frontier"];
+  }
+
+  // ------------------------------------------------------------------ times and the graph
+
+  const timeText = (time) => JSON.stringify(time);
+  const frontierText = (frontier) =>
+    frontier.length === 0 ? "[] complete" : `[${frontier.map(timeText).join(", ")}]`;
+
+  function parsePort(text) {
+    const colon = text.lastIndexOf(":");
+    if (colon < 0) return { node: text, port: 0 };
+    return { node: text.slice(0, colon), port: Number(text.slice(colon + 1)) };
+  }
+
+  const portName = (p) => `${p.node}:${p.port}`;
+
+  function buildModel(description) {
+    const graph = description.graph;
+    const nodes = new Map();
+    for (const [name, spec] of Object.entries(graph.nodes)) {
+      nodes.set(name, { name, op: spec.op, scope: spec.scope || null, inPorts: 0, outPorts: 0 });
+    }
+    const edges = (graph.edges || []).map((edge, index) => {
+      const [from, to] = Array.isArray(edge) ? edge : [edge.from, edge.to];
+      const e = { id: `e${index}`, from: parsePort(from), to: parsePort(to) };
+      nodes.get(e.from.node).outPorts = Math.max(nodes.get(e.from.node).outPorts, e.from.port + 1);
+      nodes.get(e.to.node).inPorts = Math.max(nodes.get(e.to.node).inPorts, e.to.port + 1);
+      return e;
+    });
+    for (const [name, operator] of Object.entries(description.operators || {})) {
+      const node = nodes.get(name);
+      if (node) node.outPorts = Math.max(node.outPorts, operator.outputs.length);
+    }
+    const scopes = new Map();
+    for (const [name, spec] of Object.entries(graph.scopes || {})) {
+      scopes.set(name, { name, kind: spec.kind || "iterative", parent: spec.parent || null });
+    }
+    return { id: description.id, name: description.name, nodes, edges, scopes };
+  }
+
+  // The frontier lines a node shows: one per output port; an output node shows its own.
+  function frontierLines(node) {
+    if (node.op === "output") return [{ location: `output:${node.name}`, label: "frontier", port: null }];
+    const lines = [];
+    for (let port = 0; port < node.outPorts; port += 1) {
+      lines.push({ location: `operator:${node.name}:${port}`, label: `out ${port}`, port });
+    }
+    return lines;
+  }
+
+  function nodeHeight(node) {
+    return HEAD + LINE * frontierLines(node).length + 6;
+  }
+
+  function elkGraph(model) {
+    const containers = new Map([[null, { id: "root", children: [], edges: [] }]]);
+    const scopeNode = (name) => {
+      if (containers.has(name)) return containers.get(name);
+      const scope = model.scopes.get(name);
+      const node = {
+        id: `scope:${name}`,
+        layoutOptions: { "elk.padding": "[top=28,left=14,bottom=14,right=14]" },
+        children: [],
+        edges: [],
+      };
+      containers.set(name, node);
+      scopeNode(scope ? scope.parent : null).children.push(node);
+      return node;
+    };
+    for (const name of model.scopes.keys()) scopeNode(name);
+    for (const node of model.nodes.values()) {
+      const height = nodeHeight(node);
+      const ports = [];
+      for (let port = 0; port < node.inPorts; port += 1) {
+        const y = Math.round((height * (port + 1)) / (node.inPorts + 1)) - 3;
+        ports.push({ id: `n:${node.name}:in:${port}`, x: -6, y, width: 6, height: 6 });
+      }
+      for (let port = 0; port < node.outPorts; port += 1) {
+        const y = node.op === "output" ? height / 2 - 3 : HEAD + LINE * port + 1;
+        ports.push({ id: `n:${node.name}:out:${port}`, x: NODE_WIDTH, y, width: 6, height: 6 });
+      }
+      scopeNode(node.scope).children.push({
+        id: `n:${node.name}`,
+        width: NODE_WIDTH,
+        height,
+        ports,
+        layoutOptions: { "elk.portConstraints": "FIXED_POS" },
+      });
+    }
+    const root = containers.get(null);
+    root.layoutOptions = {
+      "elk.algorithm": "layered",
+      "elk.direction": "RIGHT",
+      "elk.hierarchyHandling": "INCLUDE_CHILDREN",
+      "elk.edgeRouting": "ORTHOGONAL",
+      "elk.spacing.nodeNode": "18",
+      "elk.layered.spacing.nodeNodeBetweenLayers": "36",
+      "elk.padding": "[top=12,left=12,bottom=12,right=12]",
+    };
+    root.edges = model.edges.map((edge) => ({
+      id: edge.id,
+      sources: [`n:${edge.from.node}:out:${edge.from.port}`],
+      targets: [`n:${edge.to.node}:in:${edge.to.port}`],
+    }));
+    return root;
+  }
+
+  // ------------------------------------------------------------------ drawing
+
+  function draw(model, layout) {
+    const svg = $("graph");
+    svg.replaceChildren();
+    state.liveEls = new Map();
+    state.countEls = new Map();
+    const arrow = s("marker", {
+      id: "arrow", viewBox: "0 0 8 8", refX: "7", refY: "4",
+      markerWidth: "7", markerHeight: "7", orient: "auto-start-reverse",
+    }, s("path", { d: "M0,0 L8,4 L0,8 z" }));
+    svg.append(s("defs", {}, arrow));
+    const scopesLayer = s("g", { class: "scopes" });
+    const edgesLayer = s("g", { class: "edges" });
+    const nodesLayer = s("g", { class: "nodes" });
+    svg.append(scopesLayer, edgesLayer, nodesLayer);
+    const absolute = new Map([["root", { x: 0, y: 0 }]]);
+
+    const visit = (container, ox, oy) => {
+      for (const child of container.children || []) {
+        const x = ox + child.x;
+        const y = oy + child.y;
+        absolute.set(child.id, { x, y });
+        if (child.id.startsWith("scope:")) {
+          const scope = model.scopes.get(child.id.slice(6));
+          scopesLayer.append(s("g", { class: "scope", dataset: { scope: scope.name } },
+            s("rect", { x, y, width: child.width, height: child.height, rx: 8 }),
+            s("text", { x: x + 10, y: y + 17 }, `${scope.kind} scope ${scope.name}`)));
+          visit(child, x, y);
+        } else {
+          nodesLayer.append(drawNode(model.nodes.get(child.id.slice(2)), child, x, y));
+        }
+      }
+    };
+    visit(layout, 0, 0);
+
+    const collect = (container, out) => {
+      for (const edge of container.edges || []) out.push(edge);
+      for (const child of container.children || []) collect(child, out);
+      return out;
+    };
+    const byId = new Map(model.edges.map((edge) => [edge.id, edge]));
+    for (const laid of collect(layout, [])) {
+      const edge = byId.get(laid.id);
+      const offset = absolute.get(laid.container || "root") || { x: 0, y: 0 };
+      for (const section of laid.sections || []) {
+        const points = [section.startPoint, ...(section.bendPoints || []), section.endPoint];
+        const d = points.map((p, i) => `${i ? "L" : "M"}${p.x + offset.x},${p.y + offset.y}`).join(" ");
+        edgesLayer.append(s("path", {
+          class: "edge", d,
+          dataset: { from: portName(edge.from), to: portName(edge.to), held: "false" },
+        }, s("title", {}, `${portName(edge.from)} → ${portName(edge.to)}`)));
+      }
+    }
+    state.size = { width: layout.width, height: layout.height };
+    applyZoom();
+    for (const location of state.frontiers.keys()) state.dirty.add(location);
+    for (const node of model.nodes.keys()) state.dirty.add(`counts:${node}`);
+    scheduleDraw();
+  }
+
+  function drawNode(node, laid, x, y) {
+    const g = s("g", {
+      class: "node", transform: `translate(${x},${y})`,
+      dataset: { node: node.name, op: node.op, held: "false", onPath: "false", selected: "false" },
+    });
+    g.append(s("title", {}, `${node.name} (${node.op})`));
+    const body = s("rect", { class: "body", width: laid.width, height: laid.height, rx: 5 });
+    body.addEventListener("click", () => select(node.name));
+    g.append(body);
+    g.append(s("text", { class: "name", x: 8, y: 16 }, node.name));
+    g.append(s("text", { class: "op", x: 8, y: 30 }, node.scope ? `${node.op} · in ${node.scope}` : node.op));
+    const counts = s("text", { class: "counts", x: 8, y: 45 }, "in – · out –");
+    state.countEls.set(node.name, counts);
+    g.append(counts);
+    frontierLines(node).forEach((line, index) => {
+      const top = HEAD + LINE * index - 3;
+      const hit = s("rect", {
+        class: "port-hit", x: 0, y: top, width: laid.width, height: LINE,
+        dataset: { location: line.port === null ? node.name : `${node.name}:${line.port}` },
+      });
+      hit.addEventListener("click", (event) => {
+        event.stopPropagation();
+        select(hit.dataset.location);
+      });
+      const text = s("text", { class: "frontier", x: 8, y: top + 11, dataset: { location: line.location } },
+        `${line.label} ▸ …`);
+      text.dataset.label = line.label;
+      register(state.liveEls, line.location, text);
+      g.append(hit, text);
+    });
+    for (const port of laid.ports || []) {
+      g.append(s("rect", { class: "port", x: port.x, y: port.y, width: port.width, height: port.height }));
+    }
+    return g;
+  }
+
+  function register(map, key, el) {
+    if (!map.has(key)) map.set(key, []);
+    map.get(key).push(el);
+  }
+
+  function applyZoom() {
+    const svg = $("graph");
+    const { width, height } = state.size;
+    svg.setAttribute("viewBox", `0 0 ${width} ${height}`);
+    svg.setAttribute("width", Math.max(1, Math.round(width * state.zoom)));
+    svg.setAttribute("height", Math.max(1, Math.round(height * state.zoom)));
+  }
+
+  function fit() {
+    const canvas = $("canvas");
+    const { width, height } = state.size;
+    if (!width || !height) return;
+    state.zoom = Math.min(1.5, (canvas.clientWidth - 4) / width, (canvas.clientHeight - 4) / height);
+    state.zoom = Math.max(0.2, state.zoom);
+    applyZoom();
+  }
+
+  function scheduleDraw() {
+    if (state.frame) return;
+    state.frame = requestAnimationFrame(() => {
+      state.frame = 0;
+      flush();
+    });
+  }
+
+  // The one place the live values reach the DOM: what changed since the last frame.
+  function flush() {
+    stats.draws += 1;
+    const dirty = state.dirty;
+    state.dirty = new Set();
+    for (const key of dirty) {
+      if (key.startsWith("counts:")) {
+        const node = key.slice(7);
+        const el = state.countEls.get(node);
+        const c = state.counts.get(node);
+        if (el && c) el.textContent = `in ${c.in} (${rate(c.inRate)}) · out ${c.out} (${rate(c.outRate)})`;
+        continue;
+      }
+      const text = state.frontiers.get(key);
+      for (const el of state.liveEls.get(key) || []) {
+        const shown = `${el.dataset.label} ▸ ${text}`;
+        if (el.textContent !== shown) el.textContent = shown;
+        el.dataset.frontier = text;
+      }
+      for (const el of state.panelEls.get(key) || []) {
+        if (el.textContent !== text) el.textContent = text;
+        el.dataset.frontier = text;
+      }
+    }
+  }
+
+  const rate = (perSecond) => (perSecond === null ? "–/s" : `${perSecond.toFixed(1)}/s`);
+
+  // ------------------------------------------------------------------ live data
+
+  function connect(generation) {
+    const id = state.dataflow.id;
+    const scheme = location.protocol === "https:" ? "wss" : "ws";
+    const url = `${scheme}://${location.host}/v1/dataflows/${encodeURIComponent(id)}/frontiers?operators=true`;
+    const ws = new WebSocket(url, socketProtocols());
+    ws.binaryType = "arraybuffer";
+    const decoder = new TextDecoder();
+    state.ws = ws;
+    ws.onopen = () => setStatus("live", "live");
+    ws.onmessage = (message) => {
+      const data = typeof message.data === "string" ? message.data : decoder.decode(message.data);
+      const event = JSON.parse(data);
+      if (event.type === "frontier") {
+        stats.updates += 1;
+        state.frontiers.set(event.location, frontierText(event.frontier));
+        state.dirty.add(event.location);
+        scheduleDraw();
+      } else if (event.type === "closed") {
+        setStatus(`closed: ${event.reason}`, "error");
+      }
+    };
+    ws.onclose = (close) => {
+      if (state.ws !== ws || generation !== state.generation) return;
+      state.ws = null;
+      if (close.code === 4410 || close.code === 4404) {
+        setStatus(`the dataflow is gone (${close.reason || close.code})`, "error");
+        return;
+      }
+      setStatus("reconnecting…", "info");
+      setTimeout(() => {
+        if (generation === state.generation && state.ws === null) connect(generation);
+      }, 1000);
+    };
+  }
+
+  async function poll(generation) {
+    const model = state.dataflow;
+    try {
+      const base = `/v1/dataflows/${encodeURIComponent(model.id)}`;
+      const description = await api(`${base}?operators=true`);
+      const inputs = await Promise.all(
+        Object.keys(description.inputs).map((name) => api(`${base}/inputs/${encodeURIComponent(name)}`)));
+      const outputs = await Promise.all(
+        Object.keys(description.outputs).map((name) => api(`${base}/outputs/${encodeURIComponent(name)}`)));
+      if (generation !== state.generation) return;
+      stats.polls += 1;
+      updateCounts(model, description);
+      renderPanels(inputs, outputs);
+    } catch (error) {
+      if (generation !== state.generation) return;
+      if (!(error instanceof Unauthorized)) fail(error);
+      if (error.status === 404 || error.status === 410) return; // the dataflow is gone
+    }
+    if (generation === state.generation) {
+      state.pollTimer = setTimeout(() => poll(generation), POLL_MS);
+    }
+  }
+
+  function updateCounts(model, description) {
+    const now = performance.now();
+    const outOf = new Map(); // "node:port" -> records out of that port
+    for (const [name, operator] of Object.entries(description.operators || {})) {
+      operator.outputs.forEach((port, index) => outOf.set(`${name}:${index}`, port.records));
+    }
+    const perNode = new Map();
+    for (const node of model.nodes.values()) perNode.set(node.name, { in: 0, out: 0 });
+    for (const [key, records] of outOf) perNode.get(parsePort(key).node).out += records;
+    for (const edge of model.edges) perNode.get(edge.to.node).in += outOf.get(portName(edge.from)) || 0;
+    for (const [name, input] of Object.entries(description.inputs)) {
+      if (perNode.has(name)) perNode.get(name).in = input.records_in;
+    }
+    for (const [name, output] of Object.entries(description.outputs)) {
+      if (perNode.has(name)) perNode.get(name).out = output.records_out;
+    }
+    const previous = state.previous;
+    for (const [name, c] of perNode) {
+      const before = previous && previous.perNode.get(name);
+      const seconds = previous ? (now - previous.at) / 1000 : 0;
+      const shown = state.counts.get(name);
+      const inRate = before && seconds > 0 ? (c.in - before.in) / seconds : null;
+      const outRate = before && seconds > 0 ? (c.out - before.out) / seconds : null;
+      if (!shown || shown.in !== c.in || shown.out !== c.out || shown.inRate !== inRate || shown.outRate !== outRate) {
+        state.counts.set(name, { ...c, inRate, outRate });
+        state.dirty.add(`counts:${name}`);
+      }
+    }
+    state.previous = { at: now, perNode };
+    scheduleDraw();
+  }
+
+  function liveFrontier(location) {
+    const el = h("code", { class: "frontier", dataset: { location } }, state.frontiers.get(location) || "…");
+    register(state.panelEls, location, el);
+    return el;
+  }
+
+  function renderPanels(inputs, outputs) {
+    state.panelEls = new Map();
+    const counts = (name, which) => {
+      const c = state.counts.get(name);
+      return c ? `${c[which]} (${rate(c[`${which}Rate`])})` : "–";
+    };
+    $("inputs").replaceChildren(...inputs.map((input) => h("div", { class: "panel", dataset: { input: input.input } },
+      h("h3", {}, input.input, input.closed ? " (closed)" : ""),
+      h("div", {}, "frontier ", liveFrontier(`input:${input.input}`)),
+      h("div", {}, `records in ${counts(input.input, "in")}`),
+      h("div", {}, `open sessions: ${input.sessions.length}`),
+      input.sessions.length ? h("ul", { class: "sessions" },
+        input.sessions.map((session) => h("li", { dataset: { session: session.session } },
+          h("code", {}, session.session), " at ", h("code", {}, timeText(session.time))))) : null,
+      input.transactions.length ? h("div", {}, `open transactions: ${input.transactions.length} (${input.staged} records staged)`) : null)));
+    $("outputs").replaceChildren(...outputs.map((output) => h("div", { class: "panel", dataset: { output: output.output } },
+      h("h3", {}, output.output),
+      h("div", {}, "frontier ", liveFrontier(`output:${output.output}`)),
+      h("div", {}, `records out ${counts(output.output, "out")}, ${output.retained} retained`),
+      h("div", { class: "subscribers" }, `subscribers: ${output.subscribers.length}`),
+      output.subscribers.length ? h("ul", {}, output.subscribers.map((sub) => h("li", {},
+        `${sub.queued} queued, resume at `, h("code", {}, frontierText(sub.resume))))) : null,
+      h("div", { class: "consumers" }, `consumers: ${output.consumers.length}`),
+      output.consumers.length ? h("ul", {}, output.consumers.map((consumer) => h("li", { dataset: { consumer: consumer.consumer } },
+        h("code", {}, consumer.consumer), " committed ",
+        h("code", {}, consumer.committed === null ? "nothing" : timeText(consumer.committed))))) : null)));
+  }
+
+  // ------------------------------------------------------------------ the explanation
+
+  function select(location) {
+    state.selected = location;
+    $("location").value = location;
+    const node = parsePort(location).node;
+    for (const el of document.querySelectorAll("#graph .node")) {
+      el.dataset.selected = String(el.dataset.node === (location.includes(":") ? node : location));
+    }
+    $("time").focus();
+  }
+
+  function clearHighlight() {
+    for (const el of document.querySelectorAll('#graph [data-held="true"], #graph [data-on-path="true"]')) {
+      if (el.dataset.held) el.dataset.held = "false";
+      if (el.dataset.onPath) el.dataset.onPath = "false";
+    }
+    stats.held = [];
+  }
+
+  function normalisePort(text) {
+    return text === null || text === undefined ? null : portName(parsePort(text));
+  }
+
+  function highlight(holders) {
+    clearHighlight();
+    const held = new Set();
+    const onPath = new Set();
+    const edges = [];
+    const walk = (list) => {
+      for (const holder of list || []) {
+        if (holder.operator) held.add(holder.operator);
+        for (const node of holder.path || []) onPath.add(node);
+        if (holder.edge) edges.push([normalisePort(holder.edge[0]), normalisePort(holder.edge[1])]);
+        walk(holder.holders);
+      }
+    };
+    walk(holders);
+    for (const el of document.querySelectorAll("#graph .node")) {
+      if (held.has(el.dataset.node)) el.dataset.held = "true";
+      else if (onPath.has(el.dataset.node)) el.dataset.onPath = "true";
+    }
+    for (const el of document.querySelectorAll("#graph .edge")) {
+      if (edges.some(([from, to]) => from === el.dataset.from && to === el.dataset.to)) el.dataset.held = "true";
+    }
+    stats.held = [...held].sort();
+  }
+
+  function holderItem(holder) {
+    const where = [];
+    if (holder.operator) where.push(h("code", {}, holder.operator));
+    if (holder.port) where.push(" port ", h("code", {}, holder.port));
+    if (holder.edge) where.push(" edge ", h("code", {}, `${holder.edge[0]} → ${holder.edge[1]}`));
+    if (holder.session) where.push(" session ", h("code", {}, holder.session));
+    return h("li", { dataset: { kind: holder.kind, operator: holder.operator || "" } },
+      h("span", { class: "kind" }, holder.kind), " ", where,
+      " at ", h("code", {}, timeText(holder.time)),
+      holder.count ? ` (${holder.count})` : "",
+      holder.summary ? h("div", { class: "muted" }, holder.summary) : null,
+      holder.path && holder.path.length ? h("div", { class: "muted" }, `path: ${holder.path.join(" → ")}`) : null,
+      holder.holders && holder.holders.length ? h("ul", {}, holder.holders.map(holderItem)) : null);
+  }
+
+  async function explain(event) {
+    event.preventDefault();
+    const out = $("explanation");
+    const locationValue = $("location").value;
+    let time;
+    try {
+      time = JSON.parse($("time").value.trim());
+    } catch {
+      out.replaceChildren(h("p", { class: "error" }, "a time is an integer, or [outer, inner]"));
+      return;
+    }
+    if (!state.dataflow || !locationValue) {
+      out.replaceChildren(h("p", { class: "error" }, "click a location in the graph first"));
+      return;
+    }
+    const generation = state.generation;
+    const query = `location=${encodeURIComponent(locationValue)}&time=${encodeURIComponent(JSON.stringify(time))}`;
+    try {
+      const answer = await api(`/v1/dataflows/${encodeURIComponent(state.dataflow.id)}/explain?${query}`);
+      if (generation !== state.generation) return;
+      out.dataset.complete = String(answer.complete);
+      if (answer.complete) {
+        clearHighlight();
+        out.replaceChildren(h("p", { class: "complete" },
+          `${timeText(answer.time)} is complete at ${answer.location}: nothing holds it.`));
+        return;
+      }
+      out.replaceChildren(
+        h("p", {}, `${timeText(answer.time)} is not complete at `, h("code", {}, answer.location),
+          "; frontier ", h("code", {}, frontierText(answer.frontier)), ". Held back by:"),
+        h("ul", { class: "holders" }, answer.holders.map(holderItem)));
+      highlight(answer.holders);
+    } catch (error) {
+      if (error instanceof Unauthorized) return;
+      out.replaceChildren(h("p", { class: "error" }, error.message));
+    }
+  }
+
+  // ------------------------------------------------------------------ dataflows
+
+  async function listDataflows() {
+    try {
+      const items = [];
+      let cursor = null;
+      do {
+        const page = await api(`/v1/dataflows?limit=100${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ""}`);
+        items.push(...page.items);
+        cursor = page.next_cursor;
+      } while (cursor);
+      $("token-form").hidden = true;
+      $("forget-token").hidden = !state.token;
+      $("dataflows").replaceChildren(...items.map((item) => h("li", {},
+        h("button", {
+          type: "button", dataset: { id: item.id },
+          "aria-current": String(state.dataflow !== null && state.dataflow.id === item.id),
+          onclick: () => { location.hash = item.id; },
+        }, item.name || item.id,
+        h("span", { class: "meta" }, `${item.status} · ${item.inputs.length} in, ${item.outputs.length} out`)))));
+      if (!state.dataflow) setStatus(items.length ? "choose a dataflow" : "no dataflows yet", "info");
+      stats.ready = true;
+      return true;
+    } catch (error) {
+      if (!(error instanceof Unauthorized)) fail(error);
+      return false;
+    }
+  }
+
+  function stop() {
+    state.generation += 1;
+    clearTimeout(state.pollTimer);
+    if (state.ws) {
+      const ws = state.ws;
+      state.ws = null;
+      ws.close(1000);
+    }
+    state.frontiers = new Map();
+    state.counts = new Map();
+    state.previous = null;
+    state.dirty = new Set();
+  }
+
+  async function open(id) {
+    stop();
+    const generation = state.generation;
+    stats.dataflow = null;
+    $("explanation").replaceChildren();
+    $("location").value = "";
+    try {
+      setStatus("loading…", "info");
+      const description = await api(`/v1/dataflows/${encodeURIComponent(id)}?operators=true`);
+      if (generation !== state.generation) return;
+      const model = buildModel(description);
+      state.dataflow = model;
+      $("title").textContent = description.name || description.id;
+      for (const button of document.querySelectorAll("#dataflows button")) {
+        button.setAttribute("aria-current", String(button.dataset.id === id));
+      }
+      const layout = await new ELK().layout(elkGraph(model));
+      if (generation !== state.generation) return;
+      stats.layouts += 1;
+      draw(model, layout);
+      fit();
+      stats.dataflow = id;
+      connect(generation);
+      poll(generation);
+    } catch (error) {
+      if (!(error instanceof Unauthorized)) fail(error);
+    }
+  }
+
+  async function start() {
+    if (await listDataflows()) {
+      const id = decodeURIComponent(location.hash.slice(1));
+      if (id) await open(id);
+    }
+  }
+
+  $("token-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    state.token = $("token").value;
+    sessionStorage.setItem(TOKEN_KEY, state.token);
+    $("token").value = "";
+    start();
+  });
+  $("forget-token").addEventListener("click", () => {
+    sessionStorage.removeItem(TOKEN_KEY);
+    state.token = null;
+    stop();
+    askForToken("token forgotten");
+  });
+  $("explain-form").addEventListener("submit", explain);
+  $("explain-clear").addEventListener("click", () => {
+    clearHighlight();
+    $("explanation").replaceChildren();
+  });
+  $("zoom-in").addEventListener("click", () => { state.zoom *= 1.25; applyZoom(); });
+  $("zoom-out").addEventListener("click", () => { state.zoom /= 1.25; applyZoom(); });
+  $("zoom-fit").addEventListener("click", fit);
+  window.addEventListener("hashchange", () => {
+    const id = decodeURIComponent(location.hash.slice(1));
+    if (id) open(id);
+  });
+  setInterval(() => { if (!$("token-form").hidden) return; listDataflows(); }, LIST_MS);
+  start();
+})();
