@@ -235,6 +235,11 @@ class SubgraphBuilder:
         """The number of scope outputs opened so far."""
         return len(self._output_tees)
 
+    @property
+    def reserved(self) -> int:
+        """How many child indexes were reserved so far (0, the boundary, included)."""
+        return len(self._children)
+
     # ------------------------------------------------------------------ build
 
     def build(self) -> Subgraph:
@@ -629,3 +634,22 @@ class Subgraph:
     def frontier(self, location: Source | Target) -> Antichain[Hashable]:
         """The current frontier at a location of this scope (as this worker sees it)."""
         return self.tracker.frontier(location)
+
+    @property
+    def domain(self) -> TimeDomain:
+        """This scope's time domain."""
+        return self._domain
+
+    @property
+    def refinement(self) -> Refinement:
+        """How times cross this scope's boundary to and from its parent's."""
+        return self._refinement
+
+    def child(self, index: int) -> Operate | None:
+        """The running operator at child ``index`` (a nested scope is its :class:`Subgraph`)."""
+        child = self._children[index] if 0 < index < len(self._children) else None
+        return None if child is None else child.operator
+
+    def edges(self) -> list[tuple[Source, Target]]:
+        """Every edge of this scope, in the order added."""
+        return self._reach.edges()
