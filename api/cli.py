@@ -400,6 +400,7 @@ async def _serve(settings: Any, demo: bool, access_log: str = "control") -> int:
             f"  curl -s '{base}{path}/outputs/counts/times'\n"
             f"  frontier watch {record.id}     # live frontiers\n"
             f"  frontier tail {record.id} counts\n"
+            f"or open {base}/ui/#{record.id} in a browser (the live page).\n"
         )
     fatal = manager.fatal
     waits = [asyncio.ensure_future(stop.wait())]
