@@ -220,6 +220,11 @@ class Link:
                 return
             deliver(pickle.loads(payload))  # a peer that proved it holds the secret
 
+    def abort(self) -> None:
+        """Close at once, without a goodbye: the peer sees the connection lost."""
+        self._outbox.clear()
+        self._writer.transport.abort()
+
     async def close(self) -> None:
         """Send what is queued and a goodbye, then close."""
         self.flush()
@@ -346,6 +351,24 @@ class ClusterFabric(Fabric):
         if not self._failure.done():
             self._failure.cancel()
 
+    async def abort(self) -> None:
+        """Drop every link without a goodbye (this process failed): its peers fail too.
+
+        Fail-stop for a process that outlives its failure (one that exits closes its
+        sockets the same way): each peer's ``execute`` ends with :class:`PeerLost` naming
+        this process, instead of waiting for progress that will never come.
+        """
+        self._closing = True
+        for link in self.links.values():
+            link.abort()
+        for task in self._receivers:
+            task.cancel()
+        for task in self._receivers:
+            with contextlib.suppress(asyncio.CancelledError, PeerLost, ConnectionError):
+                await task
+        if not self._failure.done():
+            self._failure.cancel()
+
 
 async def connect(spec: ClusterSpec) -> ClusterFabric:
     """Form the cluster: listen, connect to lower indices, accept higher ones, say hello.
@@ -399,7 +422,7 @@ async def connect(spec: ClusterSpec) -> ClusterFabric:
             links[got[0]] = got[1]
     except BaseException:
         for link in links.values():
-            link._writer.close()
+            link.abort()
         raise
     finally:
         server.close()

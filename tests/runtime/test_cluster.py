@@ -8,6 +8,7 @@ not match, naming the field; a peer killed with SIGKILL stops the others, naming
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -20,9 +21,17 @@ from typing import Any
 
 import pytest
 
-from service.runtime import execute
-from service.runtime.cluster import PROTOCOL, ClusterError, ClusterSpec, _check_hello, _hello
+from service.runtime import Worker, execute
+from service.runtime.cluster import (
+    PROTOCOL,
+    ClusterError,
+    ClusterSpec,
+    PeerLost,
+    _check_hello,
+    _hello,
+)
 from tests.runtime.cluster_scenarios import SCENARIOS
+from tests.runtime.fabrics import ClusterPool, Clusters, Layout
 
 REPO = Path(__file__).resolve().parents[2]
 DEADLINE = 60.0
@@ -191,3 +200,37 @@ def test_a_killed_peer_stops_the_others_naming_it() -> None:
             if child.poll() is None:
                 child.kill()
             child.communicate()
+
+
+async def fail_on_worker_zero(worker: Worker) -> int:
+    """Worker 0 raises; the others wait for a frontier that can only pass once it ran."""
+
+    def build(scope: Any) -> Any:
+        handle, stream = scope.new_input()
+        return handle, stream.exchange(lambda r: r).probe()
+
+    handle, probe = worker.dataflow(build)
+    if worker.index == 0:
+        raise ValueError("worker 0 failed")
+    handle.advance_to(1)
+    await worker.step_while(lambda: probe.less_than(1))
+    return worker.index
+
+
+def test_a_failed_process_ends_its_peers_runs_naming_it() -> None:
+    """Regression: a process whose run fails drops its links without a goodbye
+    (``ClusterFabric.abort``), so its peers end with PeerLost instead of waiting forever."""
+    pool = ClusterPool(Layout(2, 1))
+    try:
+        first, second = pool.run(fail_on_worker_zero, (), timeout=20)
+        assert first[0] == "error" and str(first[1]) == "worker 0 failed"
+        assert second[0] == "error" and isinstance(second[1], PeerLost)
+        assert str(second[1]).startswith("process 0 (127.0.0.1:")
+        assert str(second[1]).endswith("): connection lost (the connection closed)")
+        # The pool's processes are fine for the next run.
+        with pytest.raises(ValueError, match="worker 0 failed"):
+            asyncio.run(Clusters().run(Layout(1, 2), fail_on_worker_zero))
+        again = pool.run(fail_on_worker_zero, (), timeout=20)
+        assert [reply[0] for reply in again] == ["error", "error"]
+    finally:
+        pool.kill()

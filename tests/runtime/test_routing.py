@@ -1,4 +1,4 @@
-"""Per-record and routing operators, with exact outputs per time, on 1 and on 3 workers.
+"""Per-record and routing operators, with exact outputs per time, on 1, 3 and 4 workers.
 
 Every test runs one dataflow through :func:`run`: each worker sends the records ``send``
 gives for it at times 0, 1 and 2 through one input, advancing the input after each time and
@@ -6,21 +6,26 @@ stepping until the probes of all watched streams pass it. Each worker logs every
 arrives on a watched stream, and a marker with the probes' frontiers each time they pass a
 time. :func:`check_progress` then checks, on every worker, that each probe's frontier was
 exactly ``[t + 1]`` after time ``t``, and that every record at time ``t`` arrived before it.
+
+Each test runs in one process and across processes (3x1 and 2x2, over sockets:
+:mod:`tests.runtime.fabrics`), with the same exact expected values.
 """
 
 from collections import Counter
 from collections.abc import Callable, Hashable
-from dataclasses import FrozenInstanceError
+from dataclasses import FrozenInstanceError, dataclass
+from functools import partial
 from typing import Any
 
 import pytest
 
 import operators  # registers the stream-building scope
 from operators import Err, Ok
-from service.runtime import Worker, execute, stable_hash
+from service.runtime import Worker, stable_hash
+from tests.runtime.fabrics import Clusters, Layout, layouts
 
 TIMES = 3
-WORKERS = [1, 3]
+LAYOUTS = layouts(1, 3, 4)
 
 Event = tuple[Any, ...]
 Log = Callable[[Event], None]
@@ -33,9 +38,14 @@ DATA: dict[int, list[Any]] = {0: [1, 2, 3, 4], 1: [5, 6, 7], 2: [8, 9, 10, 11, 1
 """What worker 0 sends (alone) in most tests."""
 
 
-def from_first(data: dict[int, list[Any]]) -> Send:
+@dataclass(frozen=True)
+class from_first:
     """Only worker 0 sends: the outputs do not depend on the number of workers."""
-    return lambda worker, time: list(data.get(time, [])) if worker == 0 else []
+
+    data: dict[int, list[Any]]
+
+    def __call__(self, worker: int, time: int) -> list[Any]:
+        return list(self.data.get(time, [])) if worker == 0 else []
 
 
 def per_worker(worker: int, time: int) -> list[int]:
@@ -43,36 +53,41 @@ def per_worker(worker: int, time: int) -> list[int]:
     return [worker * 100 + time * 10 + i for i in range(4)]
 
 
-async def run(workers: int, build: Build, send: Send) -> list[list[Event]]:
-    """Run the dataflow; return each worker's log of events."""
+async def work(worker: Worker, build: Build, send: Send) -> list[Event]:
+    """One worker's part of :func:`run`: its log of events."""
+    events: list[Event] = []
 
-    async def work(worker: Worker) -> list[Event]:
-        events: list[Event] = []
+    def dataflow(scope: Any) -> Any:
+        handle, stream = scope.new_input()
+        probes = []
+        for name, out in build(stream, events.append).items():
 
-        def dataflow(scope: Any) -> Any:
-            handle, stream = scope.new_input()
-            probes = []
-            for name, out in build(stream, events.append).items():
+            def seen(time: Hashable, records: list[Any], name: str = name) -> None:
+                events.append(("data", name, time, sorted(records)))
 
-                def seen(time: Hashable, records: list[Any], name: str = name) -> None:
-                    events.append(("data", name, time, sorted(records)))
+            probes.append(out.inspect_batch(seen).probe())
+        return handle, probes
 
-                probes.append(out.inspect_batch(seen).probe())
-            return handle, probes
+    handle, probes = worker.dataflow(dataflow)
+    for t in range(TIMES):
+        handle.send_batch(send(worker.index, t))
+        handle.advance_to(t + 1)
+        await worker.step_while(lambda: any(p.less_than(handle.time) for p in probes))
+        events.append(("passed", t, [sorted(p.frontier()) for p in probes]))
+    handle.close()
+    await worker.step_while(lambda: not all(p.done() for p in probes))
+    events.append(("done",))
+    return events
 
-        handle, probes = worker.dataflow(dataflow)
-        for t in range(TIMES):
-            handle.send_batch(send(worker.index, t))
-            handle.advance_to(t + 1)
-            await worker.step_while(lambda: any(p.less_than(handle.time) for p in probes))
-            events.append(("passed", t, [sorted(p.frontier()) for p in probes]))
-        handle.close()
-        await worker.step_while(lambda: not all(p.done() for p in probes))
-        events.append(("done",))
-        return events
 
-    results = await execute(work, workers=workers)
-    assert len(results) == workers
+async def run(layout: Layout, clusters: Clusters, build: Build, send: Send) -> list[list[Event]]:
+    """Run the dataflow on ``layout``; return each worker's log of events.
+
+    ``build`` and ``send`` are module-level functions (or picklable callables): on a
+    cluster they travel to the child processes.
+    """
+    results = await clusters.run(layout, work, build, send)
+    assert len(results) == layout.peers
     return results
 
 
@@ -115,9 +130,13 @@ def only_on_first(results: list[list[Event]], name: str) -> dict[Hashable, list[
 # ---------------------------------------------------------------------------- per record
 
 
-@pytest.mark.parametrize("workers", WORKERS)
-async def test_map(workers: int) -> None:
-    results = await run(workers, lambda s, _: {"out": s.map(lambda x: x * 10)}, from_first(DATA))
+def build_map(stream: Any, _log: Log) -> dict[str, Any]:
+    return {"out": stream.map(lambda x: x * 10)}
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+async def test_map(layout: Layout, clusters: Clusters) -> None:
+    results = await run(layout, clusters, build_map, from_first(DATA))
     check_progress(results, 1)
     assert only_on_first(results, "out") == {
         0: [10, 20, 30, 40],
@@ -126,9 +145,13 @@ async def test_map(workers: int) -> None:
     }
 
 
-@pytest.mark.parametrize("workers", WORKERS)
-async def test_map_keeps_records_on_their_worker(workers: int) -> None:
-    results = await run(workers, lambda s, _: {"out": s.map(lambda x: -x)}, per_worker)
+def build_negate(stream: Any, _log: Log) -> dict[str, Any]:
+    return {"out": stream.map(lambda x: -x)}
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+async def test_map_keeps_records_on_their_worker(layout: Layout, clusters: Clusters) -> None:
+    results = await run(layout, clusters, build_negate, per_worker)
     check_progress(results, 1)
     for w, events in enumerate(results):
         assert outputs(events, "out") == {
@@ -141,16 +164,17 @@ async def test_map_keeps_records_on_their_worker(workers: int) -> None:
     }
 
 
-@pytest.mark.parametrize("workers", WORKERS)
-async def test_flat_map(workers: int) -> None:
-    def build(stream: Any, _log: Log) -> dict[str, Any]:
-        return {
-            "some": stream.flat_map(lambda x: [x] * (x % 3)),
-            "none": stream.flat_map(lambda x: []),
-            "pairs": stream.flat_map(lambda x: ((x, i) for i in range(2))),
-        }
+def build_flat_map(stream: Any, _log: Log) -> dict[str, Any]:
+    return {
+        "some": stream.flat_map(lambda x: [x] * (x % 3)),
+        "none": stream.flat_map(lambda x: []),
+        "pairs": stream.flat_map(lambda x: ((x, i) for i in range(2))),
+    }
 
-    results = await run(workers, build, from_first(DATA))
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+async def test_flat_map(layout: Layout, clusters: Clusters) -> None:
+    results = await run(layout, clusters, build_flat_map, from_first(DATA))
     check_progress(results, 3)
     assert only_on_first(results, "some") == {
         0: [1, 2, 2, 4],
@@ -165,16 +189,17 @@ async def test_flat_map(workers: int) -> None:
     }
 
 
-@pytest.mark.parametrize("workers", WORKERS)
-async def test_filter(workers: int) -> None:
-    def build(stream: Any, _log: Log) -> dict[str, Any]:
-        return {
-            "even": stream.filter(lambda x: x % 2 == 0),
-            "big": stream.filter(lambda x: x > 6),
-            "nothing": stream.filter(lambda x: False),
-        }
+def build_filter(stream: Any, _log: Log) -> dict[str, Any]:
+    return {
+        "even": stream.filter(lambda x: x % 2 == 0),
+        "big": stream.filter(lambda x: x > 6),
+        "nothing": stream.filter(lambda x: False),
+    }
 
-    results = await run(workers, build, from_first(DATA))
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+async def test_filter(layout: Layout, clusters: Clusters) -> None:
+    results = await run(layout, clusters, build_filter, from_first(DATA))
     check_progress(results, 3)
     assert only_on_first(results, "even") == {0: [2, 4], 1: [6], 2: [8, 10, 12]}
     # Time 0 has no record above 6: no batch at all, yet its frontier still passes.
@@ -182,12 +207,13 @@ async def test_filter(workers: int) -> None:
     assert everywhere(results, "nothing") == {}
 
 
-@pytest.mark.parametrize("workers", WORKERS)
-async def test_inspect(workers: int) -> None:
-    def build(stream: Any, log: Log) -> dict[str, Any]:
-        return {"out": stream.inspect(lambda x: log(("inspected", x)))}
+def build_inspect(stream: Any, log: Log) -> dict[str, Any]:
+    return {"out": stream.inspect(lambda x: log(("inspected", x)))}
 
-    results = await run(workers, build, from_first(DATA))
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+async def test_inspect(layout: Layout, clusters: Clusters) -> None:
+    results = await run(layout, clusters, build_inspect, from_first(DATA))
     check_progress(results, 1)
     assert only_on_first(results, "out") == DATA
     # Each record is inspected once, before the time it belongs to is passed.
@@ -201,12 +227,13 @@ async def test_inspect(workers: int) -> None:
         assert not [e for e in events if e[0] == "inspected"]
 
 
-@pytest.mark.parametrize("workers", WORKERS)
-async def test_inspect_batch(workers: int) -> None:
-    def build(stream: Any, log: Log) -> dict[str, Any]:
-        return {"out": stream.inspect_batch(lambda t, r: log(("batch", t, sorted(r))))}
+def build_inspect_batch(stream: Any, log: Log) -> dict[str, Any]:
+    return {"out": stream.inspect_batch(lambda t, r: log(("batch", t, sorted(r))))}
 
-    results = await run(workers, build, from_first(DATA))
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+async def test_inspect_batch(layout: Layout, clusters: Clusters) -> None:
+    results = await run(layout, clusters, build_inspect_batch, from_first(DATA))
     check_progress(results, 1)
     assert only_on_first(results, "out") == DATA
     # Input batches are sent whole: one call per time, with the time and the records.
@@ -222,9 +249,14 @@ async def test_inspect_batch(workers: int) -> None:
 # ---------------------------------------------------------------------------- routing
 
 
-@pytest.mark.parametrize("workers", WORKERS)
-async def test_exchange_by_int_key(workers: int) -> None:
-    results = await run(workers, lambda s, _: {"out": s.exchange(lambda x: x)}, per_worker)
+def build_exchange_by_int_key(stream: Any, _log: Log) -> dict[str, Any]:
+    return {"out": stream.exchange(lambda x: x)}
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+async def test_exchange_by_int_key(layout: Layout, clusters: Clusters) -> None:
+    workers = layout.peers
+    results = await run(layout, clusters, build_exchange_by_int_key, per_worker)
     check_progress(results, 1)
     sent = {t: sorted(x for w in range(workers) for x in per_worker(w, t)) for t in range(TIMES)}
     # Nothing lost or duplicated...
@@ -242,12 +274,14 @@ async def test_exchange_by_int_key(workers: int) -> None:
         }
 
 
-@pytest.mark.parametrize("workers", WORKERS)
-async def test_exchange_by_str_key(workers: int) -> None:
-    def build(stream: Any, _log: Log) -> dict[str, Any]:
-        return {"out": stream.exchange(lambda x: f"key-{x}")}
+def build_exchange_by_str_key(stream: Any, _log: Log) -> dict[str, Any]:
+    return {"out": stream.exchange(lambda x: f"key-{x}")}
 
-    results = await run(workers, build, per_worker)
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+async def test_exchange_by_str_key(layout: Layout, clusters: Clusters) -> None:
+    workers = layout.peers
+    results = await run(layout, clusters, build_exchange_by_str_key, per_worker)
     check_progress(results, 1)
     sent = {t: sorted(x for w in range(workers) for x in per_worker(w, t)) for t in range(TIMES)}
     assert everywhere(results, "out") == sent
@@ -262,20 +296,21 @@ async def test_exchange_by_str_key(workers: int) -> None:
     assert sum(landed.values()) == 12 * workers
 
 
-@pytest.mark.parametrize("workers", WORKERS)
-async def test_concat(workers: int) -> None:
-    def build(stream: Any, _log: Log) -> dict[str, Any]:
-        tens = stream.map(lambda x: x * 10)
-        odd = stream.filter(lambda x: x % 2 == 1)
-        doubled = stream.flat_map(lambda x: [-x, -x])
-        return {
-            "two": tens.concat(odd),
-            "three": tens.concat(odd, doubled),
-            "self": odd.concat(odd),
-            "one": odd.concat(),
-        }
+def build_concat(stream: Any, _log: Log) -> dict[str, Any]:
+    tens = stream.map(lambda x: x * 10)
+    odd = stream.filter(lambda x: x % 2 == 1)
+    doubled = stream.flat_map(lambda x: [-x, -x])
+    return {
+        "two": tens.concat(odd),
+        "three": tens.concat(odd, doubled),
+        "self": odd.concat(odd),
+        "one": odd.concat(),
+    }
 
-    results = await run(workers, build, from_first(DATA))
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+async def test_concat(layout: Layout, clusters: Clusters) -> None:
+    results = await run(layout, clusters, build_concat, from_first(DATA))
     check_progress(results, 4)
     assert only_on_first(results, "two") == {
         0: [1, 3, 10, 20, 30, 40],
@@ -291,14 +326,16 @@ async def test_concat(workers: int) -> None:
     assert only_on_first(results, "one") == {0: [1, 3], 1: [5, 7], 2: [9, 11]}
 
 
-@pytest.mark.parametrize("workers", WORKERS)
-async def test_concat_of_exchanged_streams(workers: int) -> None:
-    def build(stream: Any, _log: Log) -> dict[str, Any]:
-        left = stream.exchange(lambda x: x)
-        right = stream.map(lambda x: x + 1000)
-        return {"out": left.concat(right)}
+def build_concat_of_exchanged_streams(stream: Any, _log: Log) -> dict[str, Any]:
+    left = stream.exchange(lambda x: x)
+    right = stream.map(lambda x: x + 1000)
+    return {"out": left.concat(right)}
 
-    results = await run(workers, build, per_worker)
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+async def test_concat_of_exchanged_streams(layout: Layout, clusters: Clusters) -> None:
+    workers = layout.peers
+    results = await run(layout, clusters, build_concat_of_exchanged_streams, per_worker)
     check_progress(results, 1)
     for w, events in enumerate(results):
         assert outputs(events, "out") == {
@@ -310,9 +347,13 @@ async def test_concat_of_exchanged_streams(workers: int) -> None:
         }
 
 
-@pytest.mark.parametrize("workers", WORKERS)
-async def test_broadcast_from_one_worker(workers: int) -> None:
-    results = await run(workers, lambda s, _: {"out": s.broadcast()}, from_first(DATA))
+def build_broadcast(stream: Any, _log: Log) -> dict[str, Any]:
+    return {"out": stream.broadcast()}
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+async def test_broadcast_from_one_worker(layout: Layout, clusters: Clusters) -> None:
+    results = await run(layout, clusters, build_broadcast, from_first(DATA))
     check_progress(results, 1)
     for events in results:
         assert outputs(events, "out") == {
@@ -322,12 +363,14 @@ async def test_broadcast_from_one_worker(workers: int) -> None:
         }
 
 
-@pytest.mark.parametrize("workers", WORKERS)
-async def test_broadcast_from_every_worker(workers: int) -> None:
-    def build(stream: Any, _log: Log) -> dict[str, Any]:
-        return {"out": stream.broadcast(), "after": stream.broadcast().map(lambda x: x % 100)}
+def build_broadcast_from_every_worker(stream: Any, _log: Log) -> dict[str, Any]:
+    return {"out": stream.broadcast(), "after": stream.broadcast().map(lambda x: x % 100)}
 
-    results = await run(workers, build, per_worker)
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+async def test_broadcast_from_every_worker(layout: Layout, clusters: Clusters) -> None:
+    workers = layout.peers
+    results = await run(layout, clusters, build_broadcast_from_every_worker, per_worker)
     check_progress(results, 2)
     every = {t: sorted(x for w in range(workers) for x in per_worker(w, t)) for t in range(TIMES)}
     for events in results:
@@ -353,25 +396,26 @@ async def test_broadcast_from_every_worker(workers: int) -> None:
         ]
 
 
-@pytest.mark.parametrize("workers", WORKERS)
-async def test_partition(workers: int) -> None:
-    def build(stream: Any, _log: Log) -> dict[str, Any]:
-        by_three = stream.partition(3, lambda x: (x % 3, x * 2))
-        assert len(by_three) == 3
-        (single,) = stream.partition(1, lambda x: (0, -x))
-        sparse = stream.partition(4, lambda x: (0 if x < 6 else 2, x))
-        return {
-            "p0": by_three[0],
-            "p1": by_three[1],
-            "p2": by_three[2],
-            "single": single,
-            "s0": sparse[0],
-            "s1": sparse[1],
-            "s2": sparse[2],
-            "s3": sparse[3],
-        }
+def build_partition(stream: Any, _log: Log) -> dict[str, Any]:
+    by_three = stream.partition(3, lambda x: (x % 3, x * 2))
+    assert len(by_three) == 3
+    (single,) = stream.partition(1, lambda x: (0, -x))
+    sparse = stream.partition(4, lambda x: (0 if x < 6 else 2, x))
+    return {
+        "p0": by_three[0],
+        "p1": by_three[1],
+        "p2": by_three[2],
+        "single": single,
+        "s0": sparse[0],
+        "s1": sparse[1],
+        "s2": sparse[2],
+        "s3": sparse[3],
+    }
 
-    results = await run(workers, build, from_first(DATA))
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+async def test_partition(layout: Layout, clusters: Clusters) -> None:
+    results = await run(layout, clusters, build_partition, from_first(DATA))
     check_progress(results, 8)
     assert only_on_first(results, "p0") == {0: [6], 1: [12], 2: [18, 24]}
     assert only_on_first(results, "p1") == {0: [2, 8], 1: [14], 2: [20]}
@@ -387,14 +431,15 @@ async def test_partition(workers: int) -> None:
     assert everywhere(results, "s3") == {}
 
 
-@pytest.mark.parametrize("workers", WORKERS)
-async def test_branch(workers: int) -> None:
-    def build(stream: Any, _log: Log) -> dict[str, Any]:
-        odd, even = stream.branch(lambda x: x % 2 == 0)
-        small, large = stream.branch(lambda x: x > 100)
-        return {"false": odd, "true": even, "small": small, "large": large}
+def build_branch(stream: Any, _log: Log) -> dict[str, Any]:
+    odd, even = stream.branch(lambda x: x % 2 == 0)
+    small, large = stream.branch(lambda x: x > 100)
+    return {"false": odd, "true": even, "small": small, "large": large}
 
-    results = await run(workers, build, from_first(DATA))
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+async def test_branch(layout: Layout, clusters: Clusters) -> None:
+    results = await run(layout, clusters, build_branch, from_first(DATA))
     check_progress(results, 4)
     assert only_on_first(results, "false") == {0: [1, 3], 1: [5, 7], 2: [9, 11]}
     assert only_on_first(results, "true") == {0: [2, 4], 1: [6], 2: [8, 10, 12]}
@@ -402,17 +447,19 @@ async def test_branch(workers: int) -> None:
     assert everywhere(results, "large") == {}
 
 
-@pytest.mark.parametrize("workers", WORKERS)
-async def test_ok_err(workers: int) -> None:
-    def classify(x: int) -> Ok[int] | Err[str]:
-        return Ok(x * 10) if x % 3 else Err(f"bad {x}")
+def classify(x: int) -> Ok[int] | Err[str]:
+    return Ok(x * 10) if x % 3 else Err(f"bad {x}")
 
-    def build(stream: Any, _log: Log) -> dict[str, Any]:
-        oks, errs = stream.ok_err(classify)
-        all_ok, no_err = stream.ok_err(Ok)
-        return {"oks": oks, "errs": errs, "all_ok": all_ok, "no_err": no_err}
 
-    results = await run(workers, build, from_first(DATA))
+def build_ok_err(stream: Any, _log: Log) -> dict[str, Any]:
+    oks, errs = stream.ok_err(classify)
+    all_ok, no_err = stream.ok_err(Ok)
+    return {"oks": oks, "errs": errs, "all_ok": all_ok, "no_err": no_err}
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+async def test_ok_err(layout: Layout, clusters: Clusters) -> None:
+    results = await run(layout, clusters, build_ok_err, from_first(DATA))
     check_progress(results, 4)
     assert only_on_first(results, "oks") == {0: [10, 20, 40], 1: [50, 70], 2: [80, 100, 110]}
     assert only_on_first(results, "errs") == {0: ["bad 3"], 1: ["bad 6"], 2: ["bad 12", "bad 9"]}
@@ -432,10 +479,14 @@ def test_ok_and_err_are_frozen_slotted_values() -> None:
 # ---------------------------------------------------------------------------- progress
 
 
-@pytest.mark.parametrize("workers", WORKERS)
-async def test_probe_frontier_after_each_advance(workers: int) -> None:
+def build_in_and_out(stream: Any, _log: Log) -> dict[str, Any]:
+    return {"in": stream, "out": stream.map(str)}
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+async def test_probe_frontier_after_each_advance(layout: Layout, clusters: Clusters) -> None:
     # With nothing sent at all, the frontier still moves to exactly [t + 1] each time.
-    results = await run(workers, lambda s, _: {"in": s, "out": s.map(str)}, from_first({}))
+    results = await run(layout, clusters, build_in_and_out, from_first({}))
     check_progress(results, 2)
     assert everywhere(results, "in") == {}
     assert everywhere(results, "out") == {}
@@ -444,50 +495,64 @@ async def test_probe_frontier_after_each_advance(workers: int) -> None:
 # ---------------------------------------------------------------------------- errors
 
 
-@pytest.mark.parametrize("workers", WORKERS)
+def build_partition_out_of_range_raises(bad: int, stream: Any, _log: Log) -> dict[str, Any]:
+    parts = stream.partition(3, lambda x: (bad if x == 6 else 0, x))
+    return {str(i): part for i, part in enumerate(parts)}
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("bad", [3, 7, -1])
-async def test_partition_out_of_range_raises(workers: int, bad: int) -> None:
-    def build(stream: Any, _log: Log) -> dict[str, Any]:
-        parts = stream.partition(3, lambda x: (bad if x == 6 else 0, x))
-        return {str(i): part for i, part in enumerate(parts)}
-
+async def test_partition_out_of_range_raises(layout: Layout, bad: int, clusters: Clusters) -> None:
     with pytest.raises(ValueError, match=rf"part index {bad} is out of range for 3 parts"):
-        await run(workers, build, from_first(DATA))
+        build = partial(build_partition_out_of_range_raises, bad)
+        await run(layout, clusters, build, from_first(DATA))
 
 
-async def test_partition_needs_a_part() -> None:
+def build_no_part(stream: Any, _log: Log) -> dict[str, Any]:
+    return {"x": stream.partition(0, lambda x: (0, x))[0]}
+
+
+async def test_partition_needs_a_part(clusters: Clusters) -> None:
     with pytest.raises(ValueError, match="parts must be at least 1, not 0"):
-        await run(1, lambda s, _: {"x": s.partition(0, lambda x: (0, x))[0]}, from_first(DATA))
+        await run(Layout(1, 1), clusters, build_no_part, from_first(DATA))
 
 
-@pytest.mark.parametrize("workers", WORKERS)
-async def test_ok_err_rejects_other_results(workers: int) -> None:
-    def build(stream: Any, _log: Log) -> dict[str, Any]:
-        oks, errs = stream.ok_err(lambda x: Ok(x) if x < 6 else x)
-        return {"oks": oks, "errs": errs}
+def build_ok_err_rejects_other_results(stream: Any, _log: Log) -> dict[str, Any]:
+    oks, errs = stream.ok_err(lambda x: Ok(x) if x < 6 else x)
+    return {"oks": oks, "errs": errs}
 
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+async def test_ok_err_rejects_other_results(layout: Layout, clusters: Clusters) -> None:
     with pytest.raises(TypeError, match="must return Ok or Err, not int"):
-        await run(workers, build, from_first(DATA))
+        await run(layout, clusters, build_ok_err_rejects_other_results, from_first(DATA))
 
 
 # ---------------------------------------------------------------------------- keys
 
 
-async def test_exchange_by_tuple_key_with_a_big_int() -> None:
-    def build(stream: Any, _log: Log) -> dict[str, Any]:
-        return {"out": stream.exchange(lambda x: (2**64 + x,))}
+def build_exchange_by_tuple_key_with_a_big_int(stream: Any, _log: Log) -> dict[str, Any]:
+    return {"out": stream.exchange(lambda x: (2**64 + x,))}
 
-    results = await run(3, build, from_first(DATA))
+
+@pytest.mark.parametrize("layout", layouts(3))
+async def test_exchange_by_tuple_key_with_a_big_int(layout: Layout, clusters: Clusters) -> None:
+    results = await run(
+        layout, clusters, build_exchange_by_tuple_key_with_a_big_int, from_first(DATA)
+    )
     assert everywhere(results, "out") == DATA
 
 
-async def test_equal_keys_meet_on_one_worker() -> None:
-    # On one worker they already do (one dict entry each): this is the three-worker case.
-    def build(stream: Any, _log: Log) -> dict[str, Any]:
-        counts = stream.aggregate(lambda x: x, lambda n, _x: n + 1, lambda k, n: n, int)
-        return {"counts": counts}
+def build_equal_keys_meet_on_one_worker(stream: Any, _log: Log) -> dict[str, Any]:
+    counts = stream.aggregate(lambda x: x, lambda n, _x: n + 1, lambda k, n: n, int)
+    return {"counts": counts}
 
-    results = await run(3, build, from_first({0: [1, 1.0, True], 1: [0.0, -0.0]}))
+
+@pytest.mark.parametrize("layout", layouts(3))
+async def test_equal_keys_meet_on_one_worker(layout: Layout, clusters: Clusters) -> None:
+    # On one worker they already do (one dict entry each): this is the three-worker case.
+    send = from_first({0: [1, 1.0, True], 1: [0.0, -0.0]})
+    results = await run(layout, clusters, build_equal_keys_meet_on_one_worker, send)
     assert everywhere(results, "counts") == {0: [3], 1: [2]}
 
 
