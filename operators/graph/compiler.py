@@ -45,14 +45,71 @@ Inputs = dict[str, list[tuple[str, int]]]
 # --------------------------------------------------------------------------- the plan
 
 
+ScopePath = tuple[int, ...]
+"""A scope's path on its worker (its builder's): the dataflow's index, then child indexes."""
+
+
 @dataclass(slots=True)
 class BuiltGraph:
-    """What one worker built: where each node's operator lives (for frontiers and counts)."""
+    """What one worker built: where each node's operators live (for frontiers and counts).
+
+    Besides each node's streams it keeps what names the engine's locations as the graph
+    does (:meth:`owner`, :meth:`port_name`, :meth:`input_name`): which node built each
+    operator of each scope, and which ``node:port`` each stream a node reads comes from.
+
+    >>> built = BuiltGraph({}, {})
+    >>> built.owners[(0,)] = {1: "words"}
+    >>> built.owner((0,), 1), built.owner((0,), 2)
+    ('words', None)
+    """
 
     streams: dict[str, list[Stream]]
     """Each node's output streams (their ``source`` locates the node's operator)."""
     scopes: dict[str | None, Any]
     """Each scope by name (``None`` is the root)."""
+    owners: dict[ScopePath, dict[int, str]] = field(default_factory=dict)
+    """Per scope, the node that built each operator (a nested scope is not in it)."""
+    inputs: dict[str, list[Stream]] = field(default_factory=dict)
+    """Each node's input streams, in port order, as it read them (in its own scope)."""
+    sources: dict[tuple[ScopePath, Source], str] = field(default_factory=dict)
+    """``node:port`` of the stream leaving each output port, and of each stream carried into
+    another scope for a node (its ``Source`` there is the scope's input or output)."""
+
+    def own(self, scope: Any, first: int, name: str) -> None:
+        """The operators ``scope`` reserved from index ``first`` on are node ``name``'s."""
+        owned = self.owners.setdefault(scope.builder.path, {})
+        for index in range(first, scope.builder.reserved):
+            owned.setdefault(index, name)
+
+    def scope_name(self, path: ScopePath) -> str | None:
+        """The name of the nested scope at ``path`` (``None`` for the root or none)."""
+        for name, scope in self.scopes.items():
+            if name is not None and scope.builder.path == path:
+                return str(name)
+        return None
+
+    def owner(self, path: ScopePath, index: int) -> str | None:
+        """The node (or, for a nested scope, the scope) at child ``index`` of scope ``path``."""
+        name = self.owners.get(path, {}).get(index)
+        return name if name is not None else self.scope_name((*path, index))
+
+    def port_name(self, path: ScopePath, source: Source) -> str | None:
+        """``node:port`` of the graph's output port whose stream leaves ``source``, if any."""
+        return self.sources.get((path, source))
+
+    def input_name(self, path: ScopePath, target: Target, upstream: Sequence[Source]) -> str | None:
+        """``node:port`` of the graph's input port an edge from ``upstream`` into ``target`` is.
+
+        ``None`` when ``target`` is not a node's (it is a nested scope's input); just the
+        node's name when the edge is inside the node (between operators it built).
+        """
+        name = self.owners.get(path, {}).get(target.node)
+        if name is None:
+            return None
+        for port, stream in enumerate(self.inputs.get(name, ())):
+            if stream.scope.builder.path == path and stream.source in upstream:
+                return f"{name}:{port}"
+        return name
 
 
 @dataclass(slots=True)
@@ -112,14 +169,24 @@ class Plan:
         loops: dict[str, Connect] = {}
         for name in self.order:
             kind = CATALOGUE[self.spec.nodes[name].op]
+            scope = built.scopes[self.spec.nodes[name].scope]
+            first = scope.builder.reserved
             if kind.build_loop is not None:
                 node = self._node(name, [], built, context)
                 built.streams[name], loops[name] = kind.build_loop(node)
             else:
                 node = self._node(name, self._inputs(name, built), built, context)
                 built.streams[name] = kind.build_node(node)
+            built.own(scope, first, name)
+            for port, stream in enumerate(built.streams[name]):
+                built.sources.setdefault(
+                    (stream.scope.builder.path, stream.source), f"{name}:{port}"
+                )
         for name, connect in loops.items():
+            scope = built.scopes[self.spec.nodes[name].scope]
+            first = scope.builder.reserved
             connect(self._inputs(name, built))
+            built.own(scope, first, name)
         return built
 
     def _build_scopes(self, root: Any) -> dict[str | None, Any]:
@@ -141,10 +208,13 @@ class Plan:
     def _inputs(self, name: str, built: BuiltGraph) -> list[Stream]:
         """The streams feeding ``name``, in port order, carried into its scope."""
         target = built.scopes[self.spec.nodes[name].scope]
-        return [
-            _move(built.streams[src][port], target, built.scopes, self.spec)
-            for src, port in self.inputs_of[name]
-        ]
+        streams = []
+        for src, port in self.inputs_of[name]:
+            stream = _move(built.streams[src][port], target, built.scopes, self.spec)
+            built.sources.setdefault((stream.scope.builder.path, stream.source), f"{src}:{port}")
+            streams.append(stream)
+        built.inputs[name] = streams
+        return streams
 
     def _node(
         self, name: str, inputs: list[Stream], built: BuiltGraph, context: GraphContext

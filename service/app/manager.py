@@ -48,6 +48,7 @@ from service.app.errors import (
     ServiceError,
     Unavailable,
 )
+from service.app.explain import Explainer, ExplainView
 from service.app.frontiers import Feeds, FrontierCodec, FrontierFeed, FrontierWatch
 from service.app.inputs import ProducerInput, producer_input
 from service.app.outputs import OutputLog, Sizer, Subscriber, sorted_times
@@ -840,6 +841,21 @@ class DataflowManager:
                 outputs.append(PortState(_operator_frontier(stream), sent))
             result[node] = OperatorState(outputs)
         return result
+
+    def explain(self, tenant: str, dataflow_id: str, location: str, time: Any) -> ExplainView:
+        """Why ``time`` is not complete at ``location`` of a dataflow (or that it is).
+
+        ``time`` is as decoded from the request (an int or nested lists), or its text when it
+        was not even that; ``location`` is ``node:port`` (an output port) or an output's name.
+        :class:`NotFound` for another location (naming the dataflow's), :class:`Invalid` for
+        a time of another domain, :class:`Gone` for a dataflow that failed or was dropped.
+        """
+        record = self.get(tenant, dataflow_id)
+        if record.status in ("failed", "dropped") or not record.built:
+            raise Gone(f"dataflow {dataflow_id!r} is {record.status}: nothing runs to explain")
+        # Any worker's trackers count every worker's pointstamps: this process's first.
+        built = record.built[min(record.built)]
+        return Explainer(record.id, record.plan, built, record.inputs).explain(location, time)
 
     def stats(self, tenant: str | None = None) -> list[DataflowStats]:
         """What the metrics show of every dataflow (of ``tenant``, if given)."""

@@ -1,0 +1,380 @@
+"""Why is this time not complete? The pointstamps that hold it back, named as the graph is.
+
+The engine answers in locations and pointstamps (:mod:`service.runtime.explain`); this module
+names them as the graph does and as the rest of the API does: operators by their node's name,
+ports as ``node:port`` (an output port; an edge goes ``["from node:port", "to node:port"]``),
+and says what each one is:
+
+* ``records``: records in flight on the edge into an input port, ``count`` of them;
+* ``capability``: a capability an operator holds at an output port (for an input, its own
+  time, with the open transactions that would commit there as its ``holders``);
+* ``session``: a producer session of an input, holding its capability at its time;
+* ``scope``: a nested scope's capability at one of its outputs; its ``holders`` are the
+  pointstamps inside the scope behind it (inner times, inner summaries to the scope output);
+* ``outside``: inside a nested scope, the parent's frontier at one of the scope's inputs;
+  its ``holders`` are the parent's pointstamps behind it.
+
+Worker 0's trackers answer: every worker's trackers count every worker's pointstamps, since
+progress is broadcast, so any one of them sees the whole dataflow.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from operators.capture.event import decode_time, encode_time
+from operators.graph import BuiltGraph, Plan
+from service.app.errors import Invalid, NotFound
+from service.app.inputs import ProducerInput
+from service.app.outputs import sorted_times
+from service.progress import Location, Product, Source, Target, check_time, same_domain
+from service.runtime import Subgraph
+from service.runtime.explain import Blocker, explain, is_complete
+
+
+@dataclass(frozen=True, slots=True)
+class HolderView:
+    """One thing that holds a time back (see the module docstring for the kinds)."""
+
+    kind: str
+    operator: str | None
+    """The node (or the scope, for ``scope`` and ``outside``) it is at."""
+    port: str | None
+    """``node:port`` of the output port a capability is held at (``None`` inside a node)."""
+    edge: tuple[str | None, str | None] | None
+    """For records in flight: the edge's ``(from, to)`` ports."""
+    time: Hashable
+    count: int
+    summary: str
+    """The path summary that carries ``time`` to the location, as ``+k`` or ``(+a, +b)``."""
+    arrives: Hashable
+    """The time it reaches the location with (``summary`` applied to ``time``)."""
+    path: list[str]
+    """The operators it passes on the way, its own first."""
+    session: str | None = None
+    transaction: str | None = None
+    holders: list[HolderView] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ExplainView:
+    """Why ``time`` is (or is not) complete at ``location``."""
+
+    dataflow: str
+    location: str
+    time: Hashable
+    complete: bool
+    frontier: list[Hashable]
+    holders: list[HolderView]
+
+
+def render_summary(summary: Hashable) -> str:
+    """A path summary as the docs write it: ``+k``, or ``(+a, +b)`` for products.
+
+    >>> render_summary(0), render_summary(Product(Product(0, 2), 1))
+    ('+0', '((+0, +2), +1)')
+    """
+    if isinstance(summary, Product):
+        return f"({render_summary(summary.outer)}, {render_summary(summary.inner)})"
+    return f"+{summary}"
+
+
+def _domain_text(like: Hashable) -> str:
+    if type(like) is int:
+        return "an integer 0 <= t < 2^64"
+    return f"a time like {encode_time(like)} (nested [outer, inner] arrays of integers)"
+
+
+@dataclass(frozen=True, slots=True)
+class _Place:
+    """A location the API can name, as the engine knows it."""
+
+    name: str
+    scope: Any
+    location: Location
+
+
+class Explainer:
+    """Answers for one dataflow as worker 0 built it."""
+
+    def __init__(
+        self,
+        dataflow: str,
+        plan: Plan,
+        built: BuiltGraph,
+        inputs: Mapping[str, ProducerInput],
+    ) -> None:
+        self.dataflow = dataflow
+        self.plan = plan
+        self.built = built
+        self.inputs = inputs
+        self.subgraphs: dict[tuple[int, ...], Subgraph] = {}
+        for scope in built.scopes.values():
+            subgraph = scope.builder.subgraph
+            if subgraph is not None:
+                self.subgraphs[subgraph.path] = subgraph
+
+    # ------------------------------------------------------------------ the question
+
+    def explain(self, location: str, time: Any) -> ExplainView:
+        """Why ``time`` (a decoded JSON time) is not complete at ``location``, or that it is.
+
+        Raises:
+            NotFound: no such location (the message lists the dataflow's locations).
+            Invalid: ``time`` is not a time of the location's domain.
+        """
+        place = self._place(location)
+        subgraph = place.scope.builder.subgraph
+        chain = [self.subgraphs[subgraph.path[:n]] for n in range(1, len(subgraph.path) + 1)]
+        engine_time = self._time(time, subgraph.domain.minimum, place.name)
+        blockers = explain(chain, place.location, engine_time)
+        return ExplainView(
+            self.dataflow,
+            place.name,
+            engine_time,
+            is_complete(subgraph, place.location, engine_time),
+            sorted_times(subgraph.frontier(place.location)),
+            [view for b in blockers for view in self._views(b)],
+        )
+
+    def _time(self, value: Any, like: Hashable, location: str) -> Hashable:
+        try:
+            time = value if isinstance(value, Product) else decode_time(value)
+            check_time(time)
+        except (TypeError, ValueError):
+            time = None
+        if time is None or not same_domain(time, like):
+            shown = value if isinstance(value, str) else repr(encode_or_raw(value))
+            detail = f"time {shown} is not a time at {location}: expected {_domain_text(like)}"
+            raise Invalid(detail, [{"pointer": "/time", "detail": detail}])
+        return time
+
+    # ------------------------------------------------------------------ locations
+
+    def locations(self) -> list[str]:
+        """Every name a location can be given by, in node order."""
+        names: list[str] = []
+        for node in self.plan.order:
+            outputs = self.built.streams.get(node, [])
+            if outputs:
+                names.extend(f"{node}:{port}" for port in range(len(outputs)))
+            elif self.built.inputs.get(node):
+                names.append(node)
+        return names
+
+    def _place(self, location: str) -> _Place:
+        node, port = self._parse(location)
+        streams = self.built.streams.get(node)
+        if streams is not None:
+            if port is None and not streams and self.built.inputs.get(node):
+                return self._input_place(node)
+            index = 0 if port is None else port
+            if 0 <= index < len(streams):
+                stream = streams[index]
+                return _Place(f"{node}:{index}", stream.scope, stream.source)
+        shown = ", ".join(self.locations())
+        raise NotFound(
+            f"dataflow {self.dataflow!r} has no location {location!r}; its locations are: "
+            f"{shown} (a node's output port as node:port, or an output's name)"
+        )
+
+    @staticmethod
+    def _parse(location: str) -> tuple[str, int | None]:
+        """Node and port of ``node``, ``node:port``, or an events' ``operator:node:port``.
+
+        The frontier events' ``input:x`` and ``output:y`` are taken too.
+        """
+        kind, _, rest = location.partition(":")
+        if kind in ("input", "output", "operator") and rest:
+            location = rest
+        node, colon, port = location.rpartition(":")
+        if not colon or not port.isdigit():
+            return location, None
+        return node, int(port)
+
+    def _input_place(self, node: str) -> _Place:
+        """A node without outputs (an output): its first input port, where it reads."""
+        stream = self.built.inputs[node][0]
+        path = stream.scope.builder.path
+        for source, target in self.subgraphs[path].edges():
+            if source == stream.source and self.built.owners.get(path, {}).get(target.node) == node:
+                return _Place(node, stream.scope, target)
+        raise NotFound(f"output {node!r} of dataflow {self.dataflow!r} reads nothing yet")
+
+    # ------------------------------------------------------------------ naming
+
+    def _path(self, blocker: Blocker) -> list[str]:
+        names: list[str] = []
+        for location in blocker.holder.path:
+            if location.node == 0:
+                continue
+            name = self.built.owner(blocker.path, location.node)
+            if name is not None and (not names or names[-1] != name):
+                names.append(name)
+        return names
+
+    def _from(self, path: tuple[int, ...], source: Source) -> str | None:
+        named = self.built.port_name(path, source)
+        if named is not None or source.node == 0:
+            return named
+        return self.built.owner(path, source.node)
+
+    def _to(self, path: tuple[int, ...], target: Target, upstream: Sequence[Source]) -> str | None:
+        named = self.built.input_name(path, target, upstream)
+        if named is not None:
+            return named
+        inner = self.subgraphs.get((*path, target.node))
+        if inner is None:
+            return None
+        # Records into a nested scope's input: named by the port inside that reads them.
+        entry = Source(0, target.port)
+        for source, there in inner.edges():
+            if source == entry:
+                return self._to(inner.path, there, (entry,))
+        return self.built.scope_name(inner.path)
+
+    def _views(self, blocker: Blocker) -> list[HolderView]:
+        holder = blocker.holder
+        at = holder.location
+        path = blocker.path
+        summary = render_summary(holder.summary)
+        route = self._path(blocker)
+        inner = [view for b in blocker.inner for view in self._views(b)]
+        if isinstance(at, Target):
+            upstream = holder.upstream
+            edge = (
+                self._from(path, upstream[0]) if upstream else None,
+                self._to(path, at, upstream),
+            )
+            operator = self.built.owner(path, at.node)
+            return [
+                HolderView(
+                    "records",
+                    operator,
+                    None,
+                    edge,
+                    holder.time,
+                    holder.count,
+                    summary,
+                    holder.arrives,
+                    route,
+                )
+            ]
+        if at.node == 0:
+            return [
+                HolderView(
+                    "outside",
+                    self.built.scope_name(path),
+                    None,
+                    None,
+                    holder.time,
+                    holder.count,
+                    summary,
+                    holder.arrives,
+                    route,
+                    holders=inner,
+                )
+            ]
+        operator = self.built.owner(path, at.node)
+        port = self.built.port_name(path, at)
+        if (*path, at.node) in self.subgraphs:
+            return [
+                HolderView(
+                    "scope",
+                    operator,
+                    port,
+                    None,
+                    holder.time,
+                    holder.count,
+                    summary,
+                    holder.arrives,
+                    route,
+                    holders=inner,
+                )
+            ]
+        producer = self.inputs.get(operator or "")
+        if producer is not None and self.plan.spec.nodes[producer.name].op == "input":
+            return self._input_views(producer, blocker, port, summary, route)
+        return [
+            HolderView(
+                "capability",
+                operator,
+                port,
+                None,
+                holder.time,
+                holder.count,
+                summary,
+                holder.arrives,
+                route,
+            )
+        ]
+
+    def _input_views(
+        self,
+        producer: ProducerInput,
+        blocker: Blocker,
+        port: str | None,
+        summary: str,
+        route: list[str],
+    ) -> list[HolderView]:
+        """An input's capabilities at a time: its sessions', and its own for the rest."""
+        holder = blocker.holder
+        views: list[HolderView] = []
+        for session in producer.sessions.values():
+            capability = session.capability
+            if not session.closed and not capability.dropped and capability.time == holder.time:
+                views.append(
+                    HolderView(
+                        "session",
+                        producer.name,
+                        port,
+                        None,
+                        holder.time,
+                        1,
+                        summary,
+                        holder.arrives,
+                        route,
+                        session=session.id,
+                    )
+                )
+        rest = holder.count - len(views)
+        if rest > 0:
+            staged = [
+                HolderView(
+                    "transaction",
+                    producer.name,
+                    port,
+                    None,
+                    holder.time,
+                    t.size,
+                    summary,
+                    holder.arrives,
+                    route,
+                    transaction=t.id,
+                )
+                for t in producer.transactions.values()
+            ]
+            own = HolderView(
+                "capability",
+                producer.name,
+                port,
+                None,
+                holder.time,
+                rest,
+                summary,
+                holder.arrives,
+                route,
+                holders=staged,
+            )
+            views.insert(0, own)
+        return views
+
+
+def encode_or_raw(value: Any) -> Any:
+    """``value`` as the API would write it back, or as it is when it is no time at all."""
+    try:
+        return encode_time(value)
+    except (TypeError, ValueError):
+        return value
