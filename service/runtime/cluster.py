@@ -268,6 +268,7 @@ class ClusterFabric(Fabric):
         self.local = range(first, first + spec.workers)
         self._receivers: list[asyncio.Task[None]] = []
         self._failure: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._left: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         self._closing = False
         for peer, link in links.items():
             task = asyncio.ensure_future(self._receive(peer, link))
@@ -315,6 +316,8 @@ class ClusterFabric(Fabric):
     async def _receive(self, peer: int, link: Link) -> None:
         try:
             await link.receive(self._deliver)
+            if not self._closing and not self._left.done():
+                self._left.set_result(self.spec.name(peer))
         except PeerLost as error:
             if not self._closing and not self._failure.done():
                 self._failure.set_exception(
@@ -329,6 +332,14 @@ class ClusterFabric(Fabric):
     def failed(self) -> asyncio.Future[None]:
         """Completes with :class:`PeerLost` if a peer's connection breaks (never otherwise)."""
         return self._failure
+
+    def left(self) -> asyncio.Future[str]:
+        """Completes with a peer's name when it says goodbye while this process runs on.
+
+        A process whose workers are done may leave while others finish theirs: that is no
+        failure of the fabric. A service, whose dataflows never end, stops when a peer leaves.
+        """
+        return self._left
 
     async def ready(self) -> None:
         """Wait while a link holds more than ``SEND_BUFFER`` unsent (backpressure)."""
@@ -370,12 +381,16 @@ class ClusterFabric(Fabric):
             self._failure.cancel()
 
 
-async def connect(spec: ClusterSpec) -> ClusterFabric:
+async def connect(
+    spec: ClusterSpec,
+    fabric: Callable[[ClusterSpec, dict[int, Link]], ClusterFabric] = ClusterFabric,
+) -> ClusterFabric:
     """Form the cluster: listen, connect to lower indices, accept higher ones, say hello.
 
     Returns once this process has a checked link to every other; :class:`ClusterError`
     (naming the peer and the field) if a hello does not match or a peer is not reachable
-    within ``startup_timeout``.
+    within ``startup_timeout``. ``fabric`` makes the fabric over the links (a test harness
+    passes one that delivers progress late and interleaved).
     """
     loop = asyncio.get_running_loop()
     deadline = loop.time() + spec.startup_timeout
@@ -426,7 +441,7 @@ async def connect(spec: ClusterSpec) -> ClusterFabric:
         raise
     finally:
         server.close()
-    return ClusterFabric(spec, links)
+    return fabric(spec, links)
 
 
 async def _dial(spec: ClusterSpec, peer: int, deadline: float) -> Link:

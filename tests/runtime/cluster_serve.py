@@ -4,8 +4,10 @@
 (a 4-byte length, then a pickle) of a :class:`Command`. For each it forms the cluster the
 command describes (``service.runtime.cluster.connect``, fresh sockets every run), runs
 ``program(worker, *args)`` on this process's workers with ``execute``, says goodbye to its
-peers, and answers on stdout with a frame: ``("ok", global worker indexes, results)`` or
-``("error", exception)``. A run that fails aborts the fabric without a goodbye, so the
+peers, and answers on stdout with a frame: ``("ok", global worker indexes, results,
+summary)`` or ``("error", exception)``. A command may name the fabric to use over the links
+(``Command.fabric``, a ``ClusterFabric`` by default); ``summary`` is what its ``summary()``
+returns once closed, if it has one. A run that fails aborts the fabric without a goodbye, so the
 peers end with ``PeerLost`` rather than wait for progress that will never come.
 
 The process lives until its stdin closes (the test session ends, or the parent died), so
@@ -26,7 +28,7 @@ from typing import IO, Any
 import uvloop
 
 from service.runtime import Worker, execute
-from service.runtime.cluster import ClusterError, ClusterSpec, connect
+from service.runtime.cluster import ClusterError, ClusterFabric, ClusterSpec, Link, connect
 
 HEADER = struct.Struct("<I")
 SECRET = b"frontier-tests"
@@ -42,6 +44,7 @@ class Command:
     workers: int
     peers: tuple[tuple[str, int], ...]
     startup_timeout: float
+    fabric: Callable[[ClusterSpec, dict[int, Link]], ClusterFabric] = ClusterFabric
 
 
 def frame(payload: bytes) -> bytes:
@@ -71,7 +74,7 @@ async def run_one(command: Command) -> tuple[Any, ...]:
         startup_timeout=command.startup_timeout,
     )
     try:
-        fabric = await connect(spec)
+        fabric = await connect(spec, command.fabric)
     except ClusterError as error:
         return ("error", error)
 
@@ -84,7 +87,8 @@ async def run_one(command: Command) -> tuple[Any, ...]:
         await fabric.abort()
         return ("error", error)
     await fabric.close()
-    return ("ok", list(fabric.local), results)
+    summary = getattr(fabric, "summary", None)
+    return ("ok", list(fabric.local), results, summary() if summary is not None else None)
 
 
 def _encode(reply: tuple[Any, ...]) -> bytes:

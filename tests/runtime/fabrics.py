@@ -48,7 +48,7 @@ from typing import IO, Any
 import pytest
 
 from service.runtime import execute
-from service.runtime.cluster import PeerLost
+from service.runtime.cluster import ClusterFabric, ClusterSpec, Link, PeerLost
 from tests.runtime.cluster_serve import HEADER, Command, frame
 
 REPO = Path(__file__).resolve().parents[2]
@@ -137,7 +137,11 @@ class ClusterPool:
             self.logs.append(log)
 
     def run(
-        self, program: Callable[..., Awaitable[Any]], args: tuple[Any, ...], timeout: float
+        self,
+        program: Callable[..., Awaitable[Any]],
+        args: tuple[Any, ...],
+        timeout: float,
+        fabric: Callable[[ClusterSpec, dict[int, Link]], ClusterFabric] = ClusterFabric,
     ) -> list[tuple[Any, ...]]:
         """Each process's reply to one run of ``program`` (blocking)."""
         if not self.children:
@@ -146,7 +150,7 @@ class ClusterPool:
         peers = tuple(("127.0.0.1", port) for port in ports)
         marks = [log.seek(0, os.SEEK_END) for log in self.logs]
         for index, child in enumerate(self.children):
-            command = Command(program, args, index, self.layout.workers, peers, STARTUP)
+            command = Command(program, args, index, self.layout.workers, peers, STARTUP, fabric)
             assert child.stdin is not None
             child.stdin.write(frame(pickle.dumps(command, protocol=5)))
         deadline = time.monotonic() + timeout
@@ -214,10 +218,25 @@ class Clusters:
                 return await program(worker, *args)
 
             return await asyncio.wait_for(execute(work, layout.workers), timeout)
+        results, _summaries = await self.run_on_fabric(layout, ClusterFabric, program, *args)
+        return results
+
+    async def run_on_fabric(
+        self,
+        layout: Layout,
+        fabric: Callable[[ClusterSpec, dict[int, Link]], ClusterFabric],
+        program: Callable[..., Awaitable[Any]],
+        *args: Any,
+        timeout: float = TIMEOUT,
+    ) -> tuple[list[Any], list[Any]]:
+        """:meth:`run` on a cluster whose processes use ``fabric`` (a module-level factory).
+
+        Also returns each process's fabric summary (``fabric.summary()`` once closed).
+        """
         pool = self.pools.get(layout)
         if pool is None:
             pool = self.pools[layout] = ClusterPool(layout)
-        replies = await asyncio.to_thread(pool.run, program, args, timeout)
+        replies = await asyncio.to_thread(pool.run, program, args, timeout, fabric)
         errors = [(i, reply[1]) for i, reply in enumerate(replies) if reply[0] == "error"]
         if errors:
             # The failure itself, not the PeerLost it caused in the other processes.
@@ -226,9 +245,9 @@ class Clusters:
             error.add_note(f"raised in process {index} of {layout}")
             raise error
         results: dict[int, Any] = {}
-        for _ok, workers, values in replies:
+        for _ok, workers, values, _summary in replies:
             results.update(zip(workers, values, strict=True))
-        return [results[worker] for worker in range(layout.peers)]
+        return [results[worker] for worker in range(layout.peers)], [r[3] for r in replies]
 
     def close(self) -> None:
         """End every pool's children."""

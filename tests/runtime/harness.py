@@ -4,6 +4,9 @@
 task releases them in a random order that still respects the protocol's guarantees: each
 receiver gets each sender's batches exactly once, in the order they were sent, as a prefix
 that grows at an arbitrary pace; batches of different senders interleave arbitrarily.
+:class:`ReorderingClusterFabric` does the same in each process of a cluster, over real
+sockets: what its local workers broadcast and what arrives from the other processes is held
+and released the same way.
 
 :func:`checked` inserts a frontier-aware pass-through operator that records its input
 frontier every time it runs and every batch that reaches it, and flags a batch whose time
@@ -23,6 +26,7 @@ from typing import Any, TypeVar
 import operators  # noqa: F401  (registers the stream-building scope)
 from service.progress import Antichain
 from service.runtime import Fabric, Worker
+from service.runtime.cluster import ALL_LOCAL, ClusterFabric, ClusterSpec, Link
 
 R = TypeVar("R")
 
@@ -139,6 +143,134 @@ class ReorderingFabric(Fabric):
             for receiver in range(self.peers):
                 got = self._delivered.get((channel, receiver, sender), [])
                 assert got == list(range(sent)), (channel, sender, receiver, got)
+
+
+class ReorderingClusterFabric(ClusterFabric):
+    """A cluster fabric whose progress arrives late, interleaved, FIFO per sender.
+
+    :class:`ReorderingFabric`'s delivery in one process of a cluster. A broadcast goes over
+    the links at once, as ever, with its sender's sequence number, and is held for the local
+    workers; a broadcast that arrives from another process is held the same way. A driver
+    task lets ``rng`` (seeded with ``seed`` and the process's index) pick a non-empty FIFO of
+    one (receiver, sender) and deliver its oldest batch, in bursts of 0 to ``max_burst``
+    between turns of the event loop, so batches of different senders (local or remote)
+    overtake each other while each sender's stay in order. Data channels are untouched.
+
+    :meth:`summary` says, once closed, what this process's workers sent and what it
+    delivered in which order (sequence numbers), for :func:`check_cluster_delivery`.
+    """
+
+    def __init__(
+        self, spec: ClusterSpec, links: dict[int, Link], *, seed: int, max_burst: int = 3
+    ) -> None:
+        super().__init__(spec, links)
+        self.rng = random.Random(f"{seed}/{spec.index}")
+        self.max_burst = max_burst
+        self._held: dict[tuple[int, int], deque[tuple[int, int, int, object]]] = {}
+        self._sent: dict[tuple[int, int], int] = {}
+        self._delivered: dict[tuple[int, int, int], list[int]] = {}
+        self._arrivals = 0
+        self.overtakes = 0
+        self.late = 0
+        self._ready = asyncio.Event()
+        self._driver = asyncio.get_running_loop().create_task(self._drive(), name="reordering")
+
+    def broadcast(self, channel: int, sender: int, message: object) -> None:
+        """Send to every other process now; hold for the local workers."""
+        sequence = self._sent.get((channel, sender), 0)
+        self._sent[(channel, sender)] = sequence + 1
+        item = (sender, (sequence, message))
+        for link in self.links.values():
+            link.send(channel, ALL_LOCAL, item)
+        self._hold(channel, item)
+
+    def _deliver(self, items: list[tuple[int, int, object]]) -> None:
+        for channel, worker, message in items:
+            if worker == ALL_LOCAL:
+                self._hold(channel, message)
+            else:
+                self.mailboxes(channel)[worker].push(message)
+
+    def _hold(self, channel: int, item: object) -> None:
+        assert isinstance(item, tuple)
+        sender, (sequence, message) = item
+        order = self._arrivals
+        self._arrivals += 1
+        for receiver in self.local:
+            queue = self._held.setdefault((receiver, sender), deque())
+            queue.append((order, channel, sequence, message))
+        self._ready.set()
+
+    def held(self) -> int:
+        """How many (receiver, batch) deliveries are still pending here."""
+        return sum(len(queue) for queue in self._held.values())
+
+    def deliver_one(self) -> bool:
+        """Deliver the oldest batch of one randomly chosen non-empty FIFO."""
+        keys = sorted(key for key, queue in self._held.items() if queue)
+        if not keys:
+            return False
+        key = self.rng.choice(keys)
+        receiver, sender = key
+        order, channel, sequence, message = self._held[key].popleft()
+        if any(q[0][0] < order for k, q in self._held.items() if q and k[0] == receiver):
+            self.overtakes += 1
+        self._delivered.setdefault((channel, receiver, sender), []).append(sequence)
+        self.mailboxes(channel)[receiver].push((sender, message))
+        return True
+
+    async def _drive(self) -> None:
+        while True:
+            if not self.held():
+                self._ready.clear()
+                await self._ready.wait()
+            for _ in range(self.rng.randint(0, self.max_burst)):
+                if not self.deliver_one():
+                    break
+            await asyncio.sleep(0)
+
+    async def _stop(self) -> None:
+        self._driver.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._driver
+
+    async def close(self) -> None:
+        """Close (every peer's batches have arrived), then deliver whatever is still held."""
+        await super().close()
+        await self._stop()
+        self.late = self.held()
+        while self.deliver_one():
+            pass
+
+    async def abort(self) -> None:
+        """Stop delivering and drop the links."""
+        await self._stop()
+        await super().abort()
+
+    def summary(self) -> dict[str, Any]:
+        """What the local workers broadcast, and the sequence numbers delivered here."""
+        return {
+            "sent": dict(self._sent),
+            "delivered": dict(self._delivered),
+            "overtakes": self.overtakes,
+            "late": self.late,
+        }
+
+
+def check_cluster_delivery(summaries: list[dict[str, Any]], peers: int) -> None:
+    """Across the processes: every batch reached every worker exactly once, in order."""
+    sent: dict[tuple[int, int], int] = {}
+    delivered: dict[tuple[int, int, int], list[int]] = {}
+    for summary in summaries:
+        assert not set(sent) & set(summary["sent"])  # a sender lives in one process
+        sent.update(summary["sent"])
+        delivered.update(summary["delivered"])
+    assert sent
+    for (channel, sender), count in sent.items():
+        for receiver in range(peers):
+            got = delivered.get((channel, receiver, sender), [])
+            assert got == list(range(count)), (channel, sender, receiver, got)
+    assert sum(len(seqs) for seqs in delivered.values()) == sum(sent.values()) * peers
 
 
 # ---------------------------------------------------------------------- safety recording

@@ -12,16 +12,20 @@ from __future__ import annotations
 import random
 from collections import Counter
 from collections.abc import Hashable
+from functools import partial
 from typing import Any
 
 import pytest
 
 from service.progress import Antichain, Product
 from service.runtime import Fabric, Worker, execute
+from tests.runtime.fabrics import Clusters, Layout
 from tests.runtime.harness import (
     ProbeWatch,
+    ReorderingClusterFabric,
     ReorderingFabric,
     SafetyLog,
+    check_cluster_delivery,
     checked,
     within,
 )
@@ -68,36 +72,71 @@ def expected_counts(seed: int, peers: int) -> dict[tuple[int, int], int]:
     return dict(counts)
 
 
+async def counting(worker: Worker, seed: int) -> tuple[SafetyLog, list[Any]]:
+    """exchange -> map -> aggregate, recorded at each step; this worker's log and output."""
+    log = SafetyLog()
+    out: list[Any] = []
+    watch: list[ProbeWatch] = []
+
+    def on_output(time: Hashable, records: list[Any]) -> None:
+        out.extend((time, key, n) for key, n in records)
+        watch[0].check_batch(time, len(records))
+
+    def build(scope: Any) -> Any:
+        handle, stream = scope.new_input()
+        exchanged = checked(stream, "exchanged", log, exchange=lambda r: r[0])
+        mapped = checked(exchanged.map(lambda r: (r[0], r[2] % 3)), "mapped", log)
+        counted = mapped.aggregate(
+            lambda r: r[1], lambda acc, _r: acc + 1, lambda k, n: (k, n), int
+        )
+        result = checked(counted, "counted", log).inspect_batch(on_output)
+        return handle, result.probe()
+
+    handle, probe = worker.dataflow(build)
+    watch.append(ProbeWatch(probe, "probe", worker.index, log))
+    await drive_inputs(worker, seed, handle, watch[0])
+    return log, out
+
+
+def merged(results: list[tuple[SafetyLog, list[Any]]]) -> tuple[SafetyLog, list[Any]]:
+    """The workers' logs as one (each worker's records in its own order), and all outputs."""
+    log = SafetyLog()
+    for part, _out in results:
+        log.frontiers.extend(part.frontiers)
+        log.batches.extend(part.batches)
+        log.violations.extend(part.violations)
+    return log, [event for _log, out in results for event in out]
+
+
+async def run_program(
+    program: Any, seed: int, peers: int, fabric: Fabric, timeout: float = 2.0
+) -> tuple[SafetyLog, list[Any]]:
+    """``program(worker, seed)`` on ``peers`` workers of ``fabric``, merged."""
+    results = await within(
+        execute(partial(program, seed=seed), workers=peers, fabric=fabric), timeout
+    )
+    return merged(results)
+
+
 async def run_counting(
     seed: int, peers: int, fabric: Fabric, timeout: float = 2.0
 ) -> tuple[SafetyLog, list[Any]]:
-    log = SafetyLog()
+    return await run_program(counting, seed, peers, fabric, timeout)
 
-    async def work(worker: Worker) -> list[Any]:
-        out: list[Any] = []
-        watch: list[ProbeWatch] = []
 
-        def on_output(time: Hashable, records: list[Any]) -> None:
-            out.extend((time, key, n) for key, n in records)
-            watch[0].check_batch(time, len(records))
-
-        def build(scope: Any) -> Any:
-            handle, stream = scope.new_input()
-            exchanged = checked(stream, "exchanged", log, exchange=lambda r: r[0])
-            mapped = checked(exchanged.map(lambda r: (r[0], r[2] % 3)), "mapped", log)
-            counted = mapped.aggregate(
-                lambda r: r[1], lambda acc, _r: acc + 1, lambda k, n: (k, n), int
-            )
-            result = checked(counted, "counted", log).inspect_batch(on_output)
-            return handle, result.probe()
-
-        handle, probe = worker.dataflow(build)
-        watch.append(ProbeWatch(probe, "probe", worker.index, log))
-        await drive_inputs(worker, seed, handle, watch[0])
-        return out
-
-    results = await within(execute(work, workers=peers, fabric=fabric), timeout)
-    return log, [event for result in results for event in result]
+def check_counting(seed: int, peers: int, log: SafetyLog, out: list[Any]) -> None:
+    """Safety, and the exact counts: every record counted once, at its own time."""
+    check_safety(log, peers, ["exchanged", "mapped", "counted", "probe"])
+    # One output per (time, key): an aggregate that saw a late record would emit twice.
+    assert sorted((t, k) for t, k, _n in out) == sorted(set((t, k) for t, k, _n in out))
+    assert {(t, k): n for t, k, n in out} == expected_counts(seed, peers), seed
+    # Every record was seen by the recorder after the exchange, at its own time.
+    arrived: Counter[Hashable] = Counter()
+    for name, _w, time, n in log.batches:
+        if name == "exchanged":
+            arrived[time] += n
+    sent = Counter({t: sum(len(records_for(seed, w, t)) for w in range(peers)) for t in TIMES})
+    assert +arrived == +sent
 
 
 def check_safety(log: SafetyLog, peers: int, names: list[str]) -> None:
@@ -117,17 +156,7 @@ async def test_counting_under_reordering(peers: int) -> None:
             log, out = await run_counting(seed, peers, fabric)
         fabric.check()
         overtakes += fabric.overtakes
-        check_safety(log, peers, ["exchanged", "mapped", "counted", "probe"])
-        # One output per (time, key): an aggregate that saw a late record would emit twice.
-        assert sorted((t, k) for t, k, _n in out) == sorted(set((t, k) for t, k, _n in out))
-        assert {(t, k): n for t, k, n in out} == expected_counts(seed, peers), seed
-        # Every record was seen by the recorder after the exchange, at its own time.
-        arrived = Counter()
-        for name, _w, time, n in log.batches:
-            if name == "exchanged":
-                arrived[time] += n
-        sent = Counter({t: sum(len(records_for(seed, w, t)) for w in range(peers)) for t in TIMES})
-        assert +arrived == +sent
+        check_counting(seed, peers, log, out)
     # The runs did see batches overtake older ones of other senders.
     assert overtakes > 0 or peers == 1
 
@@ -148,42 +177,41 @@ async def test_counting_under_per_channel_reordering(peers: int) -> None:
 # ---------------------------------------------------------------------- a loop in a scope
 
 
-async def run_loop(seed: int, peers: int, fabric: Fabric) -> tuple[SafetyLog, list[Any]]:
+async def looping(worker: Worker, seed: int) -> tuple[SafetyLog, list[Any]]:
     """Records circulate in an iterative scope until their value reaches 10, then count."""
     log = SafetyLog()
+    out: list[Any] = []
+    watch: list[ProbeWatch] = []
 
-    async def work(worker: Worker) -> list[Any]:
-        out: list[Any] = []
-        watch: list[ProbeWatch] = []
+    def on_output(time: Hashable, records: list[Any]) -> None:
+        out.extend(("count", time, key, n) for key, n in records)
+        watch[0].check_batch(time, len(records))
 
-        def on_output(time: Hashable, records: list[Any]) -> None:
-            out.extend(("count", time, key, n) for key, n in records)
-            watch[0].check_batch(time, len(records))
+    def build(scope: Any) -> Any:
+        handle, stream = scope.new_input()
+        inner = scope.iterative()
+        loop_handle, loop = inner.feedback(Product(0, 1))
+        body = stream.map(lambda r: (r[0], r[2])).enter(inner).concat(loop)
+        # Records change worker on every iteration: (id + value) moves with the value.
+        body = checked(body, "loop-exchanged", log, exchange=lambda r: r[0] + r[1])
+        body = checked(body.map(lambda r: (r[0], r[1] + 1)), "loop-body", log)
+        body.filter(lambda r: r[1] < 10).connect_loop(loop_handle)
+        left = checked(body.filter(lambda r: r[1] >= 10).leave(), "left", log)
+        left = left.inspect_batch(lambda t, rs: out.extend(("left", t, r) for r in rs))
+        counted = left.aggregate(
+            lambda r: r[0] % 3, lambda acc, _r: acc + 1, lambda k, n: (k, n), int
+        )
+        result = checked(counted, "counted", log).inspect_batch(on_output)
+        return handle, result.probe()
 
-        def build(scope: Any) -> Any:
-            handle, stream = scope.new_input()
-            inner = scope.iterative()
-            loop_handle, loop = inner.feedback(Product(0, 1))
-            body = stream.map(lambda r: (r[0], r[2])).enter(inner).concat(loop)
-            # Records change worker on every iteration: (id + value) moves with the value.
-            body = checked(body, "loop-exchanged", log, exchange=lambda r: r[0] + r[1])
-            body = checked(body.map(lambda r: (r[0], r[1] + 1)), "loop-body", log)
-            body.filter(lambda r: r[1] < 10).connect_loop(loop_handle)
-            left = checked(body.filter(lambda r: r[1] >= 10).leave(), "left", log)
-            left = left.inspect_batch(lambda t, rs: out.extend(("left", t, r) for r in rs))
-            counted = left.aggregate(
-                lambda r: r[0] % 3, lambda acc, _r: acc + 1, lambda k, n: (k, n), int
-            )
-            result = checked(counted, "counted", log).inspect_batch(on_output)
-            return handle, result.probe()
+    handle, probe = worker.dataflow(build)
+    watch.append(ProbeWatch(probe, "probe", worker.index, log))
+    await drive_inputs(worker, seed, handle, watch[0])
+    return log, out
 
-        handle, probe = worker.dataflow(build)
-        watch.append(ProbeWatch(probe, "probe", worker.index, log))
-        await drive_inputs(worker, seed, handle, watch[0])
-        return out
 
-    results = await within(execute(work, workers=peers, fabric=fabric))
-    return log, [event for result in results for event in result]
+async def run_loop(seed: int, peers: int, fabric: Fabric) -> tuple[SafetyLog, list[Any]]:
+    return await run_program(looping, seed, peers, fabric)
 
 
 def check_loop(seed: int, peers: int, log: SafetyLog, out: list[Any]) -> None:
@@ -222,35 +250,48 @@ async def test_loop_under_reordering(peers: int, per_channel: bool) -> None:
         check_loop(seed, peers, log, out)
 
 
-async def run_inner_aggregate(seed: int, peers: int, fabric: Fabric) -> tuple[SafetyLog, list[Any]]:
+async def inner_aggregate(worker: Worker, seed: int) -> tuple[SafetyLog, list[Any]]:
     """A frontier-driven aggregate inside the loop: one result per (iteration, key)."""
     log = SafetyLog()
+    out: list[Any] = []
 
-    async def work(worker: Worker) -> list[Any]:
-        out: list[Any] = []
+    def build(scope: Any) -> Any:
+        handle, stream = scope.new_input()
+        inner = scope.iterative()
+        loop_handle, loop = inner.feedback(Product(0, 1))
+        body = stream.map(lambda r: (r[0], r[2])).enter(inner).concat(loop)
+        body = checked(body, "loop-exchanged", log, exchange=lambda r: r[0] + r[1])
+        body = body.map(lambda r: (r[0], r[1] + 1))
+        body.filter(lambda r: r[1] < 10).connect_loop(loop_handle)
+        counted = body.aggregate(
+            lambda r: r[1] % 2, lambda acc, _r: acc + 1, lambda k, n: (k, n), int
+        )
+        counted = checked(counted, "inner-counted", log)
+        counted = counted.inspect_batch(lambda t, rs: out.extend((t, k, n) for k, n in rs))
+        return handle, counted.leave().probe()
 
-        def build(scope: Any) -> Any:
-            handle, stream = scope.new_input()
-            inner = scope.iterative()
-            loop_handle, loop = inner.feedback(Product(0, 1))
-            body = stream.map(lambda r: (r[0], r[2])).enter(inner).concat(loop)
-            body = checked(body, "loop-exchanged", log, exchange=lambda r: r[0] + r[1])
-            body = body.map(lambda r: (r[0], r[1] + 1))
-            body.filter(lambda r: r[1] < 10).connect_loop(loop_handle)
-            counted = body.aggregate(
-                lambda r: r[1] % 2, lambda acc, _r: acc + 1, lambda k, n: (k, n), int
-            )
-            counted = checked(counted, "inner-counted", log)
-            counted = counted.inspect_batch(lambda t, rs: out.extend((t, k, n) for k, n in rs))
-            return handle, counted.leave().probe()
+    handle, probe = worker.dataflow(build)
+    watch = ProbeWatch(probe, "probe", worker.index, log)
+    await drive_inputs(worker, seed, handle, watch)
+    return log, out
 
-        handle, probe = worker.dataflow(build)
-        watch = ProbeWatch(probe, "probe", worker.index, log)
-        await drive_inputs(worker, seed, handle, watch)
-        return out
 
-    results = await within(execute(work, workers=peers, fabric=fabric))
-    return log, [event for result in results for event in result]
+async def run_inner_aggregate(seed: int, peers: int, fabric: Fabric) -> tuple[SafetyLog, list[Any]]:
+    return await run_program(inner_aggregate, seed, peers, fabric)
+
+
+def check_inner_aggregate(seed: int, peers: int, log: SafetyLog, out: list[Any]) -> None:
+    check_safety(log, peers, ["loop-exchanged", "inner-counted", "probe"])
+    expected: Counter[tuple[Hashable, int]] = Counter()
+    for worker in range(peers):
+        for time in TIMES:
+            for _id, _w, value in records_for(seed, worker, time):
+                # Iteration i sees the value value + 1 + i, until it reaches 10.
+                for i, seen in enumerate(range(value + 1, 11)):
+                    expected[(Product(time, i), seen % 2)] += 1
+    got = [(t, k) for t, k, _n in out]
+    assert sorted(got) == sorted(set(got)), seed
+    assert {(t, k): n for t, k, n in out} == dict(expected), seed
 
 
 @pytest.mark.parametrize("peers", [2, 3])
@@ -261,17 +302,7 @@ async def test_aggregate_inside_loop_under_reordering(peers: int, per_channel: b
         async with ReorderingFabric(peers, rng, per_channel=per_channel) as fabric:
             log, out = await run_inner_aggregate(seed, peers, fabric)
         fabric.check()
-        check_safety(log, peers, ["loop-exchanged", "inner-counted", "probe"])
-        expected: Counter[tuple[Hashable, int]] = Counter()
-        for worker in range(peers):
-            for time in TIMES:
-                for _id, _w, value in records_for(seed, worker, time):
-                    # Iteration i sees the value value + 1 + i, until it reaches 10.
-                    for i, seen in enumerate(range(value + 1, 11)):
-                        expected[(Product(time, i), seen % 2)] += 1
-        got = [(t, k) for t, k, _n in out]
-        assert sorted(got) == sorted(set(got)), seed
-        assert {(t, k): n for t, k, n in out} == dict(expected), seed
+        check_inner_aggregate(seed, peers, log, out)
 
 
 class SplittingFabric(ReorderingFabric):
@@ -319,3 +350,28 @@ async def test_reordering_fabric_keeps_fifo_and_loses_nothing() -> None:
     # Some receiver saw the senders interleaved differently from the sending order.
     orders = {tuple(m for _s, m in fabric.mailbox(5, r).queue) for r in range(3)}
     assert orders != {tuple(range(20))}
+
+
+# ---------------------------------------------------------------------- across real sockets
+
+CHECKS = {counting: check_counting, looping: check_loop, inner_aggregate: check_inner_aggregate}
+
+
+@pytest.mark.parametrize("layout", [Layout(3, 1), Layout(2, 2)], ids=str)
+@pytest.mark.parametrize("program", list(CHECKS), ids=lambda p: p.__name__)
+async def test_reordering_across_processes(
+    layout: Layout, program: Any, clusters: Clusters
+) -> None:
+    """The same programs on a cluster of processes over 127.0.0.1, each process delivering
+    progress late and interleaved (its own workers' and the other processes' alike, FIFO
+    per sender): the same safety, and every run completes with the exact outputs."""
+    overtakes = 0
+    for seed in range(8):
+        fabric = partial(ReorderingClusterFabric, seed=seed)
+        results, summaries = await clusters.run_on_fabric(layout, fabric, program, seed)
+        check_cluster_delivery(summaries, layout.peers)
+        overtakes += sum(summary["overtakes"] for summary in summaries)
+        log, out = merged(results)
+        CHECKS[program](seed, layout.peers, log, out)
+    # Batches did overtake older ones of other senders, within a process and across.
+    assert overtakes > 0
