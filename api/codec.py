@@ -27,6 +27,7 @@ from service.app import (
     encode_time,
     event_to_json,
 )
+from service.app.explain import ExplainView, HolderView
 from service.progress import Product, check_time
 
 
@@ -227,6 +228,36 @@ def output_json(view: OutputView) -> dict[str, Any]:
             {"consumer": c.consumer, "committed": optional_time_json(c.committed)}
             for c in view.consumers
         ],
+    }
+
+
+def holder_json(holder: HolderView) -> dict[str, Any]:
+    """One pointstamp holding a time back, with what is behind it (``holders``)."""
+    return {
+        "kind": holder.kind,
+        "operator": holder.operator,
+        "port": holder.port,
+        "edge": None if holder.edge is None else list(holder.edge),
+        "time": encode_time(holder.time),
+        "count": holder.count,
+        "summary": holder.summary,
+        "arrives": encode_time(holder.arrives),
+        "path": holder.path,
+        "session": holder.session,
+        "transaction": holder.transaction,
+        "holders": [holder_json(h) for h in holder.holders or ()],
+    }
+
+
+def explain_json(view: ExplainView) -> dict[str, Any]:
+    """Why a time is not complete at a location: the frontier there and every holder."""
+    return {
+        "dataflow": view.dataflow,
+        "location": view.location,
+        "time": encode_time(view.time),
+        "complete": view.complete,
+        "frontier": times_json(view.frontier),
+        "holders": [holder_json(h) for h in view.holders],
     }
 
 

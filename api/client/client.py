@@ -170,6 +170,15 @@ class AsyncClient:
             "GET", f"/v1/dataflows/{dataflow}", params={"operators": str(operators).lower()}
         )
 
+    async def explain(self, dataflow: str, location: str, time: Any) -> Any:
+        """Why ``time`` is not complete at ``location`` (``node:port`` or an output's name).
+
+        ``{"dataflow", "location", "time", "complete", "frontier", "holders"}``: every
+        pointstamp holding the time back there, each with what is behind it.
+        """
+        params = {"location": location, "time": orjson.dumps(time).decode()}
+        return await self.request("GET", f"/v1/dataflows/{dataflow}/explain", params=params)
+
     async def drop(self, dataflow: str) -> None:
         """Drop a dataflow."""
         await self.request("DELETE", f"/v1/dataflows/{dataflow}")
@@ -587,6 +596,7 @@ class Client(_Runner[AsyncClient]):
     dataflows = blocking(AsyncClient.dataflows)
     dataflow = blocking(AsyncClient.dataflow)
     drop = blocking(AsyncClient.drop)
+    explain = blocking(AsyncClient.explain)
     stage = blocking(AsyncClient.stage)
     abort = blocking(AsyncClient.abort)
     close_input = blocking(AsyncClient.close_input)

@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator
 from aiohttp import WSCloseCode, web
 
 from api.codec import decode_batch, encoded_size, frontier_event
-from api.server import dataflows, inputs, outputs, transactions, ui, websockets
+from api.server import dataflows, explain, inputs, outputs, transactions, ui, websockets
 from api.server.auth import auth_middleware
 from api.server.context import MANAGER, SERVER, SETTINGS, SOCKETS, OpenSockets
 from api.server.health import healthz, readyz
@@ -83,6 +83,7 @@ def create_app(settings: Settings, manager: DataflowManager | None = None) -> we
             web.get(base, dataflows.list_dataflows),
             web.get(one, dataflows.get_dataflow),
             web.delete(one, dataflows.delete_dataflow),
+            web.get(f"{one}/explain", explain.explain),
             web.get(an_input, inputs.get_input),
             web.post(f"{an_input}/commit", transactions.commit_input),
             web.post(f"{an_input}/sessions", inputs.open_session),
