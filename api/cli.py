@@ -1,4 +1,4 @@
-"""The ``frontier`` command: serve, submit, push, watch, tail (and the progress-core demo).
+"""The ``frontier`` command: serve, submit, push, watch, tail, why (and the progress-core demo).
 
 Every client command talks to a server at ``--url`` (default ``$FRONTIER_URL`` or
 ``http://127.0.0.1:8080``) with ``--token`` (default ``$FRONTIER_TOKEN``).
@@ -567,6 +567,96 @@ def tail(dataflow: str, output: str, start: str | None, url: str | None, token: 
         asyncio_run(go())
     except (FrontierError, FrontierConnectionError) as error:
         _fail(error)
+
+
+def _time_text(time: Any) -> str:
+    return orjson.dumps(time).decode()
+
+
+def _holder_label(holder: dict[str, Any]) -> str:
+    """One line for a holder: what it is, where, when, how many, and how it gets there."""
+    kind = holder["kind"]
+    where = holder.get("port") or holder.get("operator") or "?"
+    if kind == "records":
+        edge = holder.get("edge") or [None, None]
+        where = f"on {edge[0] or '?'} -> {edge[1] or '?'}"
+        what = f"{holder['count']} records"
+    elif kind == "session":
+        what = f"session {holder['session']} of {holder['operator']}"
+        where = ""
+    elif kind == "transaction":
+        what = f"transaction {holder['transaction']} ({holder['count']} staged)"
+        where = ""
+    elif kind == "scope":
+        what = f"scope {holder['operator']}"
+        where = f"at {holder['port']}" if holder.get("port") else ""
+    elif kind == "outside":
+        what = f"outside scope {holder['operator']}"
+        where = ""
+    else:
+        what = f"{holder['count']} capabilities" if holder["count"] != 1 else "capability"
+        where = f"of {holder['operator']}" + (f" at {holder['port']}" if holder["port"] else "")
+    route = " > ".join(holder.get("path") or [])
+    parts = [what, where, f"@ {_time_text(holder['time'])}", f"summary {holder['summary']}"]
+    if route:
+        parts.append(f"via {route}")
+    return "  ".join(part for part in parts if part)
+
+
+def why_tree(answer: dict[str, Any]) -> Any:
+    """The explain answer as a rich Tree: each holder, and what is behind it beneath.
+
+    >>> from rich.console import Console
+    >>> console = Console(width=100, color_system=None)
+    >>> answer = {"location": "out", "time": 1, "complete": True, "frontier": [2], "holders": []}
+    >>> console.print(why_tree(answer))
+    1 is complete at out (frontier [2])
+    """
+    from rich.markup import escape
+    from rich.tree import Tree
+
+    time = _time_text(answer["time"])
+    frontier = _time_text(answer["frontier"])
+    if answer["complete"]:
+        return Tree(escape(f"{time} is complete at {answer['location']} (frontier {frontier})"))
+    tree = Tree(escape(f"{time} is not complete at {answer['location']} (frontier {frontier})"))
+
+    def add(branch: Any, holders: list[dict[str, Any]]) -> None:
+        for holder in holders:
+            add(branch.add(escape(_holder_label(holder))), holder.get("holders") or [])
+
+    add(tree, answer["holders"])
+    return tree
+
+
+@main.command()
+@click.argument("dataflow")
+@click.argument("location")
+@click.argument("time")
+@url_option
+@token_option
+def why(dataflow: str, location: str, time: str, url: str | None, token: str | None) -> None:
+    """Why TIME is not complete at LOCATION: everything holding it back, as a tree.
+
+    LOCATION is an output's name or a node's output port (node:port); TIME is JSON (3, or
+    [1,0] for product times).
+    """
+    from rich.console import Console
+
+    try:
+        parsed: Any = orjson.loads(time)
+    except orjson.JSONDecodeError:
+        parsed = time  # the server says which time domain it expects
+
+    async def go() -> Any:
+        async with AsyncClient(_url(url), _token(token)) as client:
+            return await client.explain(dataflow, location, parsed)
+
+    try:
+        answer = asyncio_run(go())
+    except (FrontierError, FrontierConnectionError) as error:
+        _fail(error)
+    Console().print(why_tree(answer))
 
 
 @main.command()
