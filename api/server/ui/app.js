@@ -249,7 +249,7 @@
         absolute.set(child.id, { x, y });
         if (child.id.startsWith("scope:")) {
           const scope = model.scopes.get(child.id.slice(6));
-          scopesLayer.append(s("g", { class: "scope", dataset: { scope: scope.name } },
+          scopesLayer.append(s("g", { class: "scope", dataset: { scope: scope.name, held: "false" } },
             s("rect", { x, y, width: child.width, height: child.height, rx: 8 }),
             s("text", { x: x + 10, y: y + 17 }, `${scope.kind} scope ${scope.name}`)));
           visit(child, x, y);
@@ -536,7 +536,7 @@
     const edges = [];
     const walk = (list) => {
       for (const holder of list || []) {
-        if (holder.operator) held.add(holder.operator);
+        if (holder.operator) held.add(holder.operator); // a node, or a scope for scope/outside
         for (const node of holder.path || []) onPath.add(node);
         if (holder.edge) edges.push([normalisePort(holder.edge[0]), normalisePort(holder.edge[1])]);
         walk(holder.holders);
@@ -546,6 +546,9 @@
     for (const el of document.querySelectorAll("#graph .node")) {
       if (held.has(el.dataset.node)) el.dataset.held = "true";
       else if (onPath.has(el.dataset.node)) el.dataset.onPath = "true";
+    }
+    for (const el of document.querySelectorAll("#graph .scope")) {
+      if (held.has(el.dataset.scope)) el.dataset.held = "true";
     }
     for (const el of document.querySelectorAll("#graph .edge")) {
       if (edges.some(([from, to]) => from === el.dataset.from && to === el.dataset.to)) el.dataset.held = "true";
@@ -557,13 +560,15 @@
     const where = [];
     if (holder.operator) where.push(h("code", {}, holder.operator));
     if (holder.port) where.push(" port ", h("code", {}, holder.port));
-    if (holder.edge) where.push(" edge ", h("code", {}, `${holder.edge[0]} → ${holder.edge[1]}`));
+    if (holder.edge) where.push(" edge ", h("code", {}, `${holder.edge[0] || "?"} → ${holder.edge[1] || "?"}`));
     if (holder.session) where.push(" session ", h("code", {}, holder.session));
+    if (holder.transaction) where.push(" transaction ", h("code", {}, holder.transaction));
     return h("li", { dataset: { kind: holder.kind, operator: holder.operator || "" } },
       h("span", { class: "kind" }, holder.kind), " ", where,
       " at ", h("code", {}, timeText(holder.time)),
       holder.count ? ` (${holder.count})` : "",
-      holder.summary ? h("div", { class: "muted" }, holder.summary) : null,
+      holder.summary ? h("div", { class: "muted" }, `summary ${holder.summary}`,
+        holder.arrives !== undefined ? ` (arrives at ${timeText(holder.arrives)})` : "") : null,
       holder.path && holder.path.length ? h("div", { class: "muted" }, `path: ${holder.path.join(" → ")}`) : null,
       holder.holders && holder.holders.length ? h("ul", {}, holder.holders.map(holderItem)) : null);
   }

@@ -204,8 +204,8 @@ def test_the_explanation_highlights_the_operators_holding_a_time(
         "numbers highlighted",
     )
     held = browser.execute_script(
-        "return [...document.querySelectorAll('#graph .node[data-held=\"true\"]')]"
-        ".map(n => n.dataset.node)"
+        "return [...document.querySelectorAll('#graph [data-held=\"true\"]')]"
+        ".map(n => n.dataset.node || n.dataset.scope).filter(Boolean)"
     )
     assert set(held) == holders
     explanation = browser.find_element(By.ID, "explanation").text
