@@ -14,8 +14,11 @@ and says what each one is:
 * ``outside``: inside a nested scope, the parent's frontier at one of the scope's inputs;
   its ``holders`` are the parent's pointstamps behind it.
 
-Worker 0's trackers answer: every worker's trackers count every worker's pointstamps, since
-progress is broadcast, so any one of them sees the whole dataflow.
+One worker's trackers answer (the first of this process's, worker 0 in a single process):
+every worker's trackers count every worker's pointstamps, since progress is broadcast, so any
+one of them sees the whole dataflow. An input's sessions and transactions are read where the
+input lives (its owner worker), which in a cluster may be another process's: there, an
+input's capabilities are all reported as ``capability``, without its sessions.
 """
 
 from __future__ import annotations
@@ -97,7 +100,10 @@ class _Place:
 
 
 class Explainer:
-    """Answers for one dataflow as worker 0 built it."""
+    """Answers for one dataflow, as one of its workers built it.
+
+    ``inputs`` are the dataflow's inputs whose sessions live in this process.
+    """
 
     def __init__(
         self,
