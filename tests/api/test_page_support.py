@@ -9,7 +9,10 @@ browser cannot set an ``Authorization`` header on one.
 from __future__ import annotations
 
 import base64
+import fnmatch
+import tomllib
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -18,7 +21,7 @@ from aiohttp import WSServerHandshakeError
 from aiohttp.test_utils import TestClient, TestServer
 
 from api.server import create_app
-from api.server.ui import ASSETS
+from api.server.ui import ASSETS, HERE
 from service.app import Settings
 
 GRAPH = {"nodes": {"i": {"op": "input"}, "o": {"op": "output"}}, "edges": [["i", "o"]]}
@@ -104,3 +107,19 @@ async def test_an_output_lists_its_subscribers_and_consumers(client: TestClient[
         }
     missing = await client.get(f"/v1/dataflows/{dataflow}/outputs/nope", headers=AUTH)
     assert missing.status == 404
+
+
+def test_every_file_of_the_page_is_package_data() -> None:
+    # An installed server (a wheel, not this checkout) must have every file it serves.
+    pyproject = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
+    patterns = pyproject["tool"]["setuptools"]["package-data"]["api.server"]
+    for name, asset in ASSETS.items():
+        assert (HERE / asset.path).is_file(), name
+        relative = f"ui/{asset.path}"
+        assert any(glob_match(relative, p) for p in patterns), (name, relative, patterns)
+
+
+def glob_match(path: str, pattern: str) -> bool:
+    """Whether ``pattern`` matches ``path`` as setuptools' globs do (``*`` within a folder)."""
+    parts, wanted = path.split("/"), pattern.split("/")
+    return len(parts) == len(wanted) and all(map(fnmatch.fnmatchcase, parts, wanted))
