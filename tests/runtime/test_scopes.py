@@ -15,6 +15,7 @@ import pytest
 
 from service.progress import Antichain, Product, Source, Target, summarize
 from service.runtime import Fabric, Subgraph, Worker, execute
+from tests.runtime.fabrics import Clusters, Layout, layouts
 from tests.runtime.harness import SafetyLog, checked, within
 
 
@@ -167,25 +168,36 @@ async def test_inner_frontier_sequence_and_outer_completion(gated: bool) -> None
     assert [e for e in events if e[0] == "out"] == [("out", 0, [10]), ("out", 0, [10])]
 
 
-@pytest.mark.parametrize("peers", [2, 3])
-async def test_inner_frontiers_advance_with_several_workers(peers: int) -> None:
+async def inner_frontiers_of_several_workers(worker: Worker) -> tuple[SafetyLog, list[Any]]:
     log = SafetyLog()
     events: list[Any] = []
 
-    async def work(worker: Worker) -> None:
-        def build(scope: Any) -> Any:
-            handle, stream = scope.new_input()
-            left = loop_to_ten(scope, stream.exchange(lambda x: x), log, events, True)
-            return handle, left.probe()
+    def build(scope: Any) -> Any:
+        handle, stream = scope.new_input()
+        left = loop_to_ten(scope, stream.exchange(lambda x: x), log, events, True)
+        return handle, left.probe()
 
-        handle, probe = worker.dataflow(build)
-        for time in range(3):
-            handle.send_batch([worker.index + time, 9 - worker.index])
-            handle.advance_to(time + 1)
-            await worker.step_while(lambda t=time + 1: probe.less_than(t))
-        handle.close()
+    handle, probe = worker.dataflow(build)
+    for time in range(3):
+        handle.send_batch([worker.index + time, 9 - worker.index])
+        handle.advance_to(time + 1)
+        await worker.step_while(lambda t=time + 1: probe.less_than(t))
+    handle.close()
+    await worker.step_while(lambda: not probe.done())
+    return log, events
 
-    await within(execute(work, workers=peers))
+
+@pytest.mark.parametrize("layout", layouts(2, 3, 4))
+async def test_inner_frontiers_advance_with_several_workers(
+    layout: Layout, clusters: Clusters
+) -> None:
+    peers = layout.peers
+    log = SafetyLog()
+    events: list[Any] = []
+    for part, seen in await clusters.run(layout, inner_frontiers_of_several_workers):
+        log.frontiers.extend(part.frontiers)
+        log.violations.extend(part.violations)
+        events.extend(seen)
     assert log.violations == []
     for worker in range(peers):
         inner = [f for name, w, f in log.frontiers if name == "inner" and w == worker]
@@ -282,35 +294,36 @@ def test_sparse_connectivity_is_reported(iterative: bool, crossed: bool) -> None
             assert scope._reach.build()[1] == expected
 
 
-@pytest.mark.parametrize("workers", [1, 2])
+async def sparse_connectivity(worker: Worker, iterative: bool) -> list[Any]:
+    seen: list[Any] = []
+
+    def build(scope: Any) -> Any:
+        a_handle, b_handle, out0, out1 = two_by_two(scope, iterative, crossed=False)
+        out0 = out0.inspect_batch(lambda t, r: seen.append((0, t, sorted(r))))
+        return a_handle, b_handle, out0.probe(), out1.probe()
+
+    a, b, probe0, probe1 = worker.dataflow(build)
+    for time in range(5):
+        a.send(time)
+        a.advance_to(time + 1)
+        await worker.step_while(lambda t=time + 1: probe0.less_than(t))
+        assert probe1.frontier() == Antichain([0])
+    seen.append(("held", probe1.frontier()))
+    b.send(100)
+    b.close()
+    await worker.step_while(lambda: not probe1.done())
+    a.close()
+    return seen
+
+
+@pytest.mark.parametrize("layout", layouts(1, 2, 4))
 @pytest.mark.parametrize("iterative", [False, True])
 async def test_sparse_connectivity_lets_one_output_advance_alone(
-    workers: int, iterative: bool
+    layout: Layout, iterative: bool, clusters: Clusters
 ) -> None:
     """Output 0 depends on input A only: it completes times while B is held back at 0."""
 
-    async def work(worker: Worker) -> list[Any]:
-        seen: list[Any] = []
-
-        def build(scope: Any) -> Any:
-            a_handle, b_handle, out0, out1 = two_by_two(scope, iterative, crossed=False)
-            out0 = out0.inspect_batch(lambda t, r: seen.append((0, t, sorted(r))))
-            return a_handle, b_handle, out0.probe(), out1.probe()
-
-        a, b, probe0, probe1 = worker.dataflow(build)
-        for time in range(5):
-            a.send(time)
-            a.advance_to(time + 1)
-            await worker.step_while(lambda t=time + 1: probe0.less_than(t))
-            assert probe1.frontier() == Antichain([0])
-        seen.append(("held", probe1.frontier()))
-        b.send(100)
-        b.close()
-        await worker.step_while(lambda: not probe1.done())
-        a.close()
-        return seen
-
-    results = await within(execute(work, workers=workers))
+    results = await clusters.run(layout, sparse_connectivity, iterative)
     for seen in results:
         assert seen == [(0, t, [t]) for t in range(5)] + [("held", Antichain([0]))]
 
@@ -370,37 +383,38 @@ def test_external_summary_of_a_path_back_that_is_no_cycle_through_the_scope() ->
 # ---------------------------------------------------------------------- (c) integer loop
 
 
-@pytest.mark.parametrize("workers", [1, 2])
-async def test_loop_in_region_with_integer_feedback(workers: int) -> None:
+async def loop_in_region(worker: Worker) -> list[Any]:
+    out: list[Any] = []
+
+    def build(scope: Any) -> Any:
+        handle, stream = scope.new_input()
+        region = scope.region()
+        loop_handle, loop = region.feedback(1)
+        body = stream.enter(region).concat(loop).exchange(lambda x: x).map(lambda x: x + 1)
+        body.filter(lambda x: x < 10).connect_loop(loop_handle)
+        left = body.filter(lambda x: x >= 10).leave()
+        left = left.inspect_batch(lambda t, r: out.append((t, sorted(r))))
+        return handle, left.probe()
+
+    handle, probe = worker.dataflow(build)
+    if worker.index == 0:
+        handle.send_batch([7, 5])  # leave at 2 and 4
+    handle.advance_to(1)
+    await worker.step_while(lambda: probe.less_than(1))
+    out.append(("passed", probe.frontier()))
+    handle.advance_to(3)
+    await worker.step_while(lambda: probe.less_than(3))
+    out.append(("passed", probe.frontier()))
+    handle.close()
+    await worker.step_while(lambda: not probe.done())
+    return out
+
+
+@pytest.mark.parametrize("layout", layouts(1, 2, 4))
+async def test_loop_in_region_with_integer_feedback(layout: Layout, clusters: Clusters) -> None:
     """Every iteration is one time later: x at t leaves as 10 at t + 9 - x."""
 
-    async def work(worker: Worker) -> list[Any]:
-        out: list[Any] = []
-
-        def build(scope: Any) -> Any:
-            handle, stream = scope.new_input()
-            region = scope.region()
-            loop_handle, loop = region.feedback(1)
-            body = stream.enter(region).concat(loop).exchange(lambda x: x).map(lambda x: x + 1)
-            body.filter(lambda x: x < 10).connect_loop(loop_handle)
-            left = body.filter(lambda x: x >= 10).leave()
-            left = left.inspect_batch(lambda t, r: out.append((t, sorted(r))))
-            return handle, left.probe()
-
-        handle, probe = worker.dataflow(build)
-        if worker.index == 0:
-            handle.send_batch([7, 5])  # leave at 2 and 4
-        handle.advance_to(1)
-        await worker.step_while(lambda: probe.less_than(1))
-        out.append(("passed", probe.frontier()))
-        handle.advance_to(3)
-        await worker.step_while(lambda: probe.less_than(3))
-        out.append(("passed", probe.frontier()))
-        handle.close()
-        await worker.step_while(lambda: not probe.done())
-        return out
-
-    results = await within(execute(work, workers=workers))
+    results = await clusters.run(layout, loop_in_region)
     emitted = sorted(e for result in results for e in result if e[0] != "passed")
     assert emitted == [(2, [10]), (4, [10])]
     for result in results:
@@ -428,11 +442,30 @@ def test_region_loop_summaries() -> None:
 # ---------------------------------------------------------------------- regressions
 
 
+async def nested_report(worker: Worker, iterative: bool) -> tuple[bool, Any]:
+    def build(scope: Any) -> Any:
+        handle, stream = scope.new_input()
+        nested = scope.iterative() if iterative else scope.region()
+        return handle, stream.enter(nested).map(lambda x: x).leave().probe()
+
+    handle, probe = worker.dataflow(build)
+    if worker.index == 0:
+        handle.advance_to(1)
+    else:
+        handle.close()
+    await worker.step_while(lambda: probe.less_than(1))
+    # Worker 0 reads its own frontier: [1], its input still open. The others only know
+    # that their probe passed 1: across processes, worker 0 may have finished (closing its
+    # input) before they look, and they would see [].
+    return probe.less_than(1), probe.frontier() if worker.index == 0 else None
+
+
+@pytest.mark.parametrize("layout", layouts(2, 4))
 @pytest.mark.parametrize("iterative", [False, True])
 async def test_nested_scope_report_reaches_the_parent_without_other_activity(
-    iterative: bool,
+    layout: Layout, iterative: bool, clusters: Clusters
 ) -> None:
-    """Worker 1 closes its input at once; worker 0 advances to 1 and waits for its probe.
+    """The other workers close their inputs at once; worker 0 advances to 1 and waits.
 
     The last thing worker 0 needs is worker 1's inner map dropping its initial capability:
     it arrives on the nested scope's progress channel, the nested scope reports "output
@@ -440,44 +473,35 @@ async def test_nested_scope_report_reaches_the_parent_without_other_activity(
     the root went to sleep with that report unpropagated, and worker 0 waited forever.
     """
 
-    async def work(worker: Worker) -> Antichain[Hashable]:
-        def build(scope: Any) -> Any:
-            handle, stream = scope.new_input()
-            nested = scope.iterative() if iterative else scope.region()
-            return handle, stream.enter(nested).map(lambda x: x).leave().probe()
-
-        handle, probe = worker.dataflow(build)
-        if worker.index == 0:
-            handle.advance_to(1)
-        else:
-            handle.close()
-        await worker.step_while(lambda: probe.less_than(1))
-        return probe.frontier()
-
-    assert await within(execute(work, workers=2), 0.5) == [Antichain([1])] * 2
+    results = await clusters.run(layout, nested_report, iterative)
+    assert results == [(False, Antichain([1]))] + [(False, None)] * (layout.peers - 1)
 
 
-@pytest.mark.parametrize("workers", [1, 2])
+async def unread_scope_input(worker: Worker, shape: str) -> Antichain[Hashable]:
+    def build(scope: Any) -> Any:
+        handle, stream = scope.new_input()
+        region = scope.region()
+        entered = stream.enter(region)
+        out = entered.leave() if shape == "enter-leave" else stream
+        return handle, out.probe()
+
+    handle, probe = worker.dataflow(build)
+    handle.send(1)
+    handle.advance_to(1)
+    await worker.step_while(lambda: probe.less_than(1))
+    return probe.frontier()
+
+
+@pytest.mark.parametrize("layout", layouts(1, 2, 4))
 @pytest.mark.parametrize("shape", ["enter-leave", "unused"])
-async def test_scope_input_read_by_no_inner_operator_completes(shape: str, workers: int) -> None:
+async def test_scope_input_read_by_no_inner_operator_completes(
+    shape: str, layout: Layout, clusters: Clusters
+) -> None:
     """Records entering a scope where no operator reads them are still reported consumed.
 
     Before 4bcf7e7 the ingress counts of such an input were never broadcast: the scope
     re-activated itself forever (a busy spin) and the dataflow never completed.
     """
 
-    async def work(worker: Worker) -> Antichain[Hashable]:
-        def build(scope: Any) -> Any:
-            handle, stream = scope.new_input()
-            region = scope.region()
-            entered = stream.enter(region)
-            out = entered.leave() if shape == "enter-leave" else stream
-            return handle, out.probe()
-
-        handle, probe = worker.dataflow(build)
-        handle.send(1)
-        handle.advance_to(1)
-        await worker.step_while(lambda: probe.less_than(1))
-        return probe.frontier()
-
-    assert await within(execute(work, workers=workers), 0.5) == [Antichain([1])] * workers
+    results = await clusters.run(layout, unread_scope_input, shape)
+    assert results == [Antichain([1])] * layout.peers
