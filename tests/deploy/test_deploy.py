@@ -1,11 +1,13 @@
 """The deploy/ files against the code: every flag, variable, port, path and signal is real.
 
-Offline: no docker, no kubectl. The Dockerfile, compose.yaml and the Kubernetes manifests are
-parsed here; each way of starting the server (the image's default command, compose's command,
-the Deployment's args) is turned into a :class:`Launch` -- its argument list, environment,
-mounted files and health URLs -- and checked against the real ``frontier`` command, the real
-settings and the real aiohttp application. The last tests start the server with each launch's
-own arguments (on 127.0.0.1 and a free port) and stop it with the image's stop signal.
+Offline: no docker, no kubectl (one test builds the kustomizations when kubectl is there).
+The Dockerfile, compose.yaml and the Kubernetes manifests are parsed here; each way of
+starting the server (the image's default command, compose's command, the Deployment's args,
+and each process of compose's cluster profile and of the StatefulSet) is turned into a
+:class:`Launch` -- its argument list, environment, mounted files and health URLs -- and
+checked against the real ``frontier`` command, the real settings and the real aiohttp
+application. The last tests start the server with each single-process launch's own arguments
+(on 127.0.0.1 and a free port) and stop it with the image's stop signal.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
@@ -39,16 +42,19 @@ import api.server.app
 import api.server.auth
 from api.cli import main, serve
 from api.server import create_app
-from service.app import Limits, Settings
+from service.app import Cluster, Limits, Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 K8S = DEPLOY / "k8s"
+CLUSTER = K8S / "cluster"
 
 PORT = 8080
 """The port every deploy file uses (the CLI's default too)."""
 CONFIG = "/etc/frontier/config.yaml"
 DATA = "/data"
+FABRIC_PORT = 7000
+"""The cluster's fabric port (every process listens on its own peer entry's port)."""
 SAMPLE_TOKENS = "s3cret=alice,0ther=bob"
 """What the tests put into compose's required ``${FRONTIER_TOKENS}``."""
 RUNTIME_VARIABLES = {"PATH", "PYTHONDONTWRITEBYTECODE", "PYTHONUNBUFFERED"}
@@ -164,42 +170,77 @@ def load(path: Path) -> Any:
     return yaml.safe_load(path.read_text())
 
 
-def k8s(kind: str) -> dict[str, Any]:
-    """The one manifest of ``kind`` under deploy/k8s."""
-    found = [
+def manifests(directory: Path = K8S) -> list[dict[str, Any]]:
+    return [
         document
-        for path in sorted(K8S.glob("*.yaml"))
+        for path in sorted(directory.glob("*.yaml"))
         for document in yaml.safe_load_all(path.read_text())
-        if isinstance(document, dict) and document.get("kind") == kind
+        if isinstance(document, dict)
     ]
-    assert len(found) == 1, f"expected one {kind} under deploy/k8s, found {len(found)}"
+
+
+def k8s(kind: str, directory: Path = K8S) -> dict[str, Any]:
+    """The one manifest of ``kind`` in ``directory`` (deploy/k8s by default)."""
+    found = [document for document in manifests(directory) if document.get("kind") == kind]
+    assert len(found) == 1, f"expected one {kind} in {directory}, found {len(found)}"
     return found[0]
 
 
-def pod_spec() -> dict[str, Any]:
-    spec: dict[str, Any] = k8s("Deployment")["spec"]["template"]["spec"]
+def cluster_service(*, headless: bool) -> dict[str, Any]:
+    """The cluster's Service for clients, or its headless one (the StatefulSet's)."""
+    found = [
+        document
+        for document in manifests(CLUSTER)
+        if document["kind"] == "Service"
+        and (document["spec"].get("clusterIP") == "None") == headless
+    ]
+    assert len(found) == 1, f"expected one {'headless ' * headless}Service, found {len(found)}"
+    return found[0]
+
+
+def statefulset() -> dict[str, Any]:
+    return k8s("StatefulSet", CLUSTER)
+
+
+def pod_spec(workload: str = "Deployment") -> dict[str, Any]:
+    """The pod template's spec of the Deployment, or of the cluster's StatefulSet."""
+    manifest = k8s("Deployment") if workload == "Deployment" else statefulset()
+    spec: dict[str, Any] = manifest["spec"]["template"]["spec"]
     return spec
 
 
-def container() -> dict[str, Any]:
-    containers = pod_spec()["containers"]
+def container(workload: str = "Deployment") -> dict[str, Any]:
+    containers = pod_spec(workload)["containers"]
     assert len(containers) == 1
     first: dict[str, Any] = containers[0]
     return first
 
 
-def compose_service() -> dict[str, Any]:
-    services = load(DEPLOY / "compose.yaml")["services"]
-    assert list(services) == ["frontier"]
-    service: dict[str, Any] = services["frontier"]
+def compose_services() -> dict[str, Any]:
+    services: dict[str, Any] = load(DEPLOY / "compose.yaml")["services"]
+    return services
+
+
+def compose_service(name: str = "frontier") -> dict[str, Any]:
+    services = compose_services()
+    # The default profile (the services without profiles) is the one process.
+    assert [n for n, s in services.items() if not s.get("profiles")] == ["frontier"]
+    service: dict[str, Any] = services[name]
     return service
 
 
-def container_port(port: int | str) -> int:
+def cluster_services() -> dict[str, dict[str, Any]]:
+    """compose's services of the profile "cluster", in file order."""
+    services = {n: s for n, s in compose_services().items() if s.get("profiles")}
+    assert all(s["profiles"] == ["cluster"] for s in services.values()), "one profile: cluster"
+    return services
+
+
+def container_port(port: int | str, workload: str = "Deployment") -> int:
     """A probe's or the Service's port: a number, or the name of a container port."""
     if isinstance(port, int):
         return port
-    named = [p["containerPort"] for p in container()["ports"] if p.get("name") == port]
+    named = [p["containerPort"] for p in container(workload)["ports"] if p.get("name") == port]
     assert len(named) == 1, f"no container port is named {port!r}"
     number: int = named[0]
     return number
@@ -236,22 +277,63 @@ def _is_environ(node: ast.expr) -> bool:
     )
 
 
+def _environ_key(node: ast.AST) -> ast.expr | None:
+    """What ``os.environ.get(key)``, ``os.getenv(key)`` or ``os.environ[key]`` reads."""
+    if isinstance(node, ast.Call) and node.args:
+        func = node.func
+        if isinstance(func, ast.Attribute) and (
+            (func.attr == "get" and _is_environ(func.value))
+            or (func.attr == "getenv" and isinstance(func.value, ast.Name))
+        ):
+            return node.args[0]
+    elif isinstance(node, ast.Subscript) and _is_environ(node.value):
+        return node.slice
+    return None
+
+
+def _serve_functions() -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
+    """``serve`` and the functions of api.cli it calls, directly or not."""
+    tree = ast.parse(inspect.getsource(api.cli))
+    top = {
+        node.name: node
+        for node in tree.body
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+    }
+    found = [top["serve"]]
+    for fn in found:
+        for node in ast.walk(fn):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+                callee = top.get(node.func.id)
+                if callee is not None and callee not in found:
+                    found.append(callee)
+    return found
+
+
 def server_env_names() -> set[str]:
-    """The environment variables ``frontier serve`` reads (its options' defaults and body)."""
+    """The environment variables ``frontier serve`` reads: its options' defaults and body and
+    the functions it calls (``_cluster`` reads $FRONTIER_CLUSTER_SECRET and $HOSTNAME),
+    also through a helper that reads the variable its first parameter names (``_env_int``)."""
+    functions = _serve_functions()
+    readers = set()
+    for fn in functions:
+        first = fn.args.args[0].arg if fn.args.args else None
+        for node in ast.walk(fn):
+            key = _environ_key(node)
+            if isinstance(key, ast.Name) and key.id == first:
+                readers.add(fn.name)
     names: set[str] = set()
-    for node in ast.walk(function(api.cli, "serve")):
-        key: ast.expr | None = None
-        if isinstance(node, ast.Call) and node.args:
-            func = node.func
-            if isinstance(func, ast.Attribute) and (
-                (func.attr == "get" and _is_environ(func.value))
-                or (func.attr == "getenv" and isinstance(func.value, ast.Name))
+    for fn in functions:
+        for node in ast.walk(fn):
+            key = _environ_key(node)
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id in readers
+                and node.args
             ):
                 key = node.args[0]
-        elif isinstance(node, ast.Subscript) and _is_environ(node.value):
-            key = node.slice
-        if isinstance(key, ast.Constant) and isinstance(key.value, str):
-            names.add(key.value)
+            if isinstance(key, ast.Constant) and isinstance(key.value, str):
+                names.add(key.value)
     return names
 
 
@@ -349,10 +431,22 @@ class Launch:
         return [str(self.files[a]) if a in self.files else a for a in args]
 
 
+def example_secrets() -> dict[str, dict[str, str]]:
+    """The example Secrets (deploy/k8s and deploy/k8s/cluster) by name: their string data."""
+    secrets: dict[str, dict[str, str]] = {}
+    for directory in (K8S, CLUSTER):
+        for document in manifests(directory):
+            if document["kind"] == "Secret":
+                name = document["metadata"]["name"]
+                assert name not in secrets, f"two example Secrets {name!r}"
+                secrets[name] = document["stringData"]
+    return secrets
+
+
 def _secret_value(name: str, key: str) -> str:
-    secret = k8s("Secret")
-    assert secret["metadata"]["name"] == name, f"the Deployment refers to Secret {name!r}"
-    value: str = secret["stringData"][key]
+    secrets = example_secrets()
+    assert name in secrets, f"a manifest refers to Secret {name!r}, which has no example"
+    value: str = secrets[name][key]
     return value
 
 
@@ -375,15 +469,24 @@ def health_urls(command: list[str]) -> list[str]:
     return urls
 
 
-def compose_launch() -> Launch:
-    service = compose_service()
+COMPOSE_DEFAULT = re.compile(r"\$\{(\w+):-([^}]*)\}")
+"""``${NAME:-default}``: the variable, or the default when it is unset or empty."""
+
+
+def compose_launch(service_name: str = "frontier") -> Launch:
+    service = compose_service(service_name)
     assert "entrypoint" not in service, "compose must keep the image's ENTRYPOINT"
     env: dict[str, str] = {k: v for k, v in image_env().items() if k != "PATH"}
     for name, value in service["environment"].items():
         required = re.fullmatch(r"\$\{(\w+):\?[^}]*\}", str(value))
+        defaulted = COMPOSE_DEFAULT.fullmatch(str(value))
         if required:
             assert required[1] == name, f"{name} is interpolated from {required[1]}"
             env[name] = SAMPLE_TOKENS if name == "FRONTIER_TOKENS" else "x"
+        elif defaulted:
+            assert defaulted[1] == name, f"{name} is interpolated from {defaulted[1]}"
+            assert "$" not in defaulted[2], f"{name}: a nested interpolation {value!r}"
+            env[name] = defaulted[2]  # what compose uses without the variable
         else:
             assert "$" not in str(value), f"{name}: unexpected interpolation {value!r}"
             env[name] = str(value)
@@ -403,7 +506,7 @@ def compose_launch() -> Launch:
     test = service["healthcheck"]["test"]
     assert test[0] == "CMD", "compose's healthcheck must be exec form (CMD)"
     return Launch(
-        "compose",
+        "compose" if service_name == "frontier" else f"compose {service_name}",
         image_entrypoint() + [str(a) for a in service["command"]],
         env,
         files=files,
@@ -414,24 +517,34 @@ def compose_launch() -> Launch:
     )
 
 
-def k8s_launch(workdir: Path) -> Launch:
-    spec = container()
-    assert "command" not in spec, "the Deployment must keep the image's ENTRYPOINT"
+def k8s_launch(workdir: Path, ordinal: int | None = None) -> Launch:
+    """The Deployment's pod, or (with ``ordinal``) the StatefulSet's pod of that ordinal."""
+    workload = "Deployment" if ordinal is None else "StatefulSet"
+    directory = K8S if ordinal is None else CLUSTER
+    spec = container(workload)
+    assert "command" not in spec, f"the {workload} must keep the image's ENTRYPOINT"
     env: dict[str, str] = {k: v for k, v in image_env().items() if k != "PATH"}
+    if ordinal is not None:
+        # Kubernetes sets HOSTNAME to the pod's name, <StatefulSet>-<ordinal>.
+        env["HOSTNAME"] = f"{statefulset()['metadata']['name']}-{ordinal}"
     for variable in spec["env"]:
         if "value" in variable:
             env[variable["name"]] = str(variable["value"])
         else:
             ref = variable["valueFrom"]["secretKeyRef"]
-            assert ref.get("optional") is not True, "the tokens must not be optional"
+            assert ref.get("optional") is not True, f"{variable['name']} must not be optional"
             env[variable["name"]] = _secret_value(ref["name"], ref["key"])
-    volumes = {v["name"]: v for v in pod_spec()["volumes"]}
+    volumes = {v["name"]: v for v in pod_spec(workload)["volumes"]}
+    if ordinal is not None:
+        for claim in statefulset()["spec"]["volumeClaimTemplates"]:
+            assert claim["metadata"]["name"] not in volumes
+            volumes[claim["metadata"]["name"]] = {"persistentVolumeClaim": claim["spec"]}
     files: dict[str, Path] = {}
     writable: set[str] = set()
     for mount in spec["volumeMounts"]:
         volume = volumes[mount["name"]]
         if "configMap" in volume:
-            config_map = k8s("ConfigMap")
+            config_map = k8s("ConfigMap", directory)
             assert config_map["metadata"]["name"] == volume["configMap"]["name"]
             assert mount.get("readOnly") is True
             for key, text in config_map["data"].items():
@@ -442,17 +555,16 @@ def k8s_launch(workdir: Path) -> Launch:
         elif "emptyDir" in volume or "persistentVolumeClaim" in volume:
             assert mount.get("readOnly") is not True
             writable.add(mount["mountPath"])
-    base = f"http://127.0.0.1:{container_port(spec['readinessProbe']['httpGet']['port'])}"
+    probes = [spec[probe]["httpGet"] for probe in ("readinessProbe", "livenessProbe")]
     return Launch(
-        "k8s",
+        "k8s" if ordinal is None else f"k8s {env['HOSTNAME']}",
         image_entrypoint() + [str(a) for a in spec["args"]],
         env,
         files=files,
         writable=writable,
         health=[
-            base + spec["readinessProbe"]["httpGet"]["path"],
-            f"http://127.0.0.1:{container_port(spec['livenessProbe']['httpGet']['port'])}"
-            + spec["livenessProbe"]["httpGet"]["path"],
+            f"http://127.0.0.1:{container_port(probe['port'], workload)}{probe['path']}"
+            for probe in probes
         ],
         stop_signal=only("STOPSIGNAL"),
     )
@@ -467,6 +579,17 @@ def launch(name: str, workdir: Path) -> Launch:
 
 
 LAUNCHES = ["dockerfile", "compose", "k8s"]
+
+
+def cluster_launches(name: str, workdir: Path) -> list[Launch]:
+    """Every process of compose's cluster profile, or every pod of the StatefulSet."""
+    if name == "compose":
+        return [compose_launch(service) for service in cluster_services()]
+    replicas: int = statefulset()["spec"]["replicas"]
+    return [k8s_launch(workdir / str(ordinal), ordinal) for ordinal in range(replicas)]
+
+
+CLUSTERS = ["compose", "k8s"]
 
 
 @pytest.fixture
@@ -485,6 +608,12 @@ def test_every_yaml_file_parses_and_the_manifests_are_complete() -> None:
     assert [p.relative_to(DEPLOY).as_posix() for p in paths] == [
         "compose.yaml",
         "config.yaml",
+        "k8s/cluster/configmap.yaml",
+        "k8s/cluster/kustomization.yaml",
+        "k8s/cluster/peers-service.yaml",
+        "k8s/cluster/secret.example.yaml",
+        "k8s/cluster/service.yaml",
+        "k8s/cluster/statefulset.yaml",
         "k8s/configmap.yaml",
         "k8s/deployment.yaml",
         "k8s/kustomization.yaml",
@@ -493,11 +622,14 @@ def test_every_yaml_file_parses_and_the_manifests_are_complete() -> None:
         "k8s/service.yaml",
     ]
     kinds = {}
+    cluster_kinds = {}
     for path in paths:
         documents = list(yaml.safe_load_all(path.read_text()))
         assert len(documents) == 1 and isinstance(documents[0], dict), path
         if path.parent == K8S:
             kinds[path.name] = documents[0]["kind"]
+        if path.parent == CLUSTER:
+            cluster_kinds[path.name] = documents[0]["kind"]
     assert kinds == {
         "configmap.yaml": "ConfigMap",
         "deployment.yaml": "Deployment",
@@ -513,9 +645,25 @@ def test_every_yaml_file_parses_and_the_manifests_are_complete() -> None:
         "pvc.yaml",
         "service.yaml",
     ]
+    # The cluster is a kustomization of its own, applied instead of the single process.
+    assert cluster_kinds == {
+        "configmap.yaml": "ConfigMap",
+        "kustomization.yaml": "Kustomization",
+        "peers-service.yaml": "Service",
+        "secret.example.yaml": "Secret",
+        "service.yaml": "Service",
+        "statefulset.yaml": "StatefulSet",
+    }
+    assert load(CLUSTER / "kustomization.yaml")["resources"] == [
+        "configmap.yaml",
+        "peers-service.yaml",
+        "service.yaml",
+        "statefulset.yaml",
+    ]
     # ConfigMap data is mounted as files: each value is itself valid YAML.
-    for text in k8s("ConfigMap")["data"].values():
-        assert isinstance(yaml.safe_load(text), dict)
+    for directory in (K8S, CLUSTER):
+        for text in k8s("ConfigMap", directory)["data"].values():
+            assert isinstance(yaml.safe_load(text), dict)
 
 
 def test_image_is_slim_non_root_and_installs_the_package_without_spark() -> None:
@@ -726,8 +874,11 @@ def test_image_tags_are_the_project_version() -> None:
 
 def test_config_file_and_configmap_agree() -> None:
     shipped = load(DEPLOY / "config.yaml")
-    (text,) = k8s("ConfigMap")["data"].values()
-    assert yaml.safe_load(text) == shipped
+    for directory in (K8S, CLUSTER):
+        (text,) = k8s("ConfigMap", directory)["data"].values()
+        assert yaml.safe_load(text) == shipped, directory
+    # The StatefulSet mounts the cluster's own copy, under the same name.
+    assert k8s("ConfigMap", CLUSTER)["metadata"]["name"] == k8s("ConfigMap")["metadata"]["name"]
     # Only limits: any other key would override the containers' flags.
     assert list(shipped) == ["limits"]
 
@@ -739,7 +890,328 @@ def test_readme_tables_match_the_code() -> None:
     flag_rows = re.findall(r"^\| `(--[\w-]+)[^|]*\| ([^|]*)\|", readme, flags=re.M)
     assert {flag for flag, _ in flag_rows} == set(serve_options())
     variables = {v for _, cell in flag_rows for v in re.findall(r"`(FRONTIER_\w+)`", cell)}
-    assert variables == server_env_names()
+    assert variables == {name for name in server_env_names() if name.startswith("FRONTIER_")}
+
+
+# --------------------------------------------------------------------------- the cluster
+
+
+def _env_of(service: dict[str, Any]) -> dict[str, str]:
+    return {name: str(value) for name, value in service["environment"].items()}
+
+
+def _k8s_env() -> dict[str, dict[str, Any]]:
+    """The StatefulSet container's env entries by name."""
+    return {variable["name"]: variable for variable in container("StatefulSet")["env"]}
+
+
+def startup_timeout() -> float:
+    """How long a process waits for its peers at start-up when nothing sets it."""
+    (default,) = [f.default for f in dataclasses.fields(Cluster) if f.name == "startup_timeout"]
+    assert isinstance(default, float)
+    return default
+
+
+@pytest.mark.parametrize("name", CLUSTERS)
+@pytest.mark.usefixtures("clean_env")
+def test_cluster_arguments_and_environment_are_accepted_by_the_real_cli(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each process's command line parses, and the cluster options it gets from its
+    environment are the cluster's size and its peers."""
+    launches = cluster_launches(name, tmp_path)
+    assert len(launches) >= 2
+    for started in launches:
+        for variable in [*os.environ]:
+            if variable.startswith("FRONTIER_"):
+                monkeypatch.delenv(variable)
+        for variable, value in started.env.items():
+            monkeypatch.setenv(variable, value)
+        assert started.argv[:4] == ["python", "-m", "api", "serve"]
+        group = main.make_context("frontier", started.argv[3:4])
+        assert main.get_command(group, started.argv[3]) is serve
+        params = serve.make_context("serve", started.argv[4:], parent=group).params
+        assert params["host"] == "0.0.0.0"
+        assert params["port"] == PORT
+        assert params["data_dir"] == DATA
+        assert params["config_file"] == CONFIG
+        assert params["processes"] == len(launches)
+        assert params["peers"] == started.env["FRONTIER_PEERS"]
+        assert params["apis"] is None  # each peer's host with --port
+        assert params["cluster_secret_file"] is None  # the secret is in the environment
+
+
+@pytest.mark.parametrize("name", CLUSTERS)
+@pytest.mark.usefixtures("clean_env")
+def test_settings_each_cluster_process_runs_with(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Run ``frontier serve`` up to the moment it would serve, once per process, with its
+    arguments, environment (HOSTNAME too) and mounted files: process i of N, the same peers
+    and secret everywhere, and each process's API at its peer's host on the API port."""
+    launches = cluster_launches(name, tmp_path)
+    if name == "compose":
+        hosts = list(cluster_services())
+        secret = COMPOSE_DEFAULT.fullmatch(
+            str(cluster_services()[hosts[0]]["environment"]["FRONTIER_CLUSTER_SECRET"])
+        )
+        assert secret is not None
+        expected_secret = secret[2]
+    else:
+        sts = statefulset()
+        hosts = [
+            f"{sts['metadata']['name']}-{i}.{sts['spec']['serviceName']}"
+            for i in range(sts["spec"]["replicas"])
+        ]
+        ref = _k8s_env()["FRONTIER_CLUSTER_SECRET"]["valueFrom"]["secretKeyRef"]
+        expected_secret = _secret_value(ref["name"], ref["key"])
+    captured: list[Settings] = []
+
+    def fake_serve(settings: Settings, *_rest: Any) -> None:
+        captured.append(settings)
+
+    monkeypatch.setattr(api.cli, "_serve", fake_serve)
+    monkeypatch.setattr(api.cli, "asyncio_run", lambda coroutine: coroutine)
+    monkeypatch.setattr("api.server.logs.configure_logging", lambda fmt: None)
+    for started in launches:
+        for variable in [*os.environ]:
+            if variable.startswith("FRONTIER_"):
+                monkeypatch.delenv(variable)
+        # A container's own host name (compose: the container id) unless the file sets one.
+        monkeypatch.setenv("HOSTNAME", "3f2a1b9c0d4e")
+        for variable, value in started.env.items():
+            monkeypatch.setenv(variable, value)
+        assert started.option("--config") in started.files, "the --config file is not mounted"
+        assert DATA in started.writable, "the data directory must be a writable volume"
+        args = [str(started.files.get(a, a)) for a in started.argv[3:]]
+        main.main(args=args, prog_name="frontier", standalone_mode=False)
+    assert len(captured) == len(launches) == len(hosts)
+    for index, settings in enumerate(captured):
+        assert (settings.host, settings.port, settings.data_dir) == ("0.0.0.0", PORT, DATA)
+        pairs = [pair.partition("=") for pair in launches[index].env["FRONTIER_TOKENS"].split(",")]
+        assert settings.tokens == {token: tenant for token, _, tenant in pairs}
+        assert settings.limits == Limits(**load(launches[index].files[CONFIG])["limits"])
+        assert settings.cluster == Cluster(
+            processes=len(hosts),
+            process=index,
+            peers=tuple((host, FABRIC_PORT) for host in hosts),
+            apis=tuple(f"{host}:{PORT}" for host in hosts),
+            secret=expected_secret.encode(),
+            startup_timeout=startup_timeout(),
+        )
+
+
+def test_cluster_environment_variables_are_ones_the_server_reads() -> None:
+    read = server_env_names()
+    cluster = {"FRONTIER_PROCESSES", "FRONTIER_PEERS", "FRONTIER_CLUSTER_SECRET"}
+    assert cluster | {"FRONTIER_PROCESS", "HOSTNAME"} <= read
+    k8s_names = set(_k8s_env())
+    # One pod template for every process: its index comes from the pod's name (HOSTNAME).
+    assert cluster <= k8s_names and "FRONTIER_PROCESS" not in k8s_names
+    for service in cluster_services().values():
+        assert cluster | {"FRONTIER_PROCESS"} <= set(service["environment"])
+        k8s_names |= set(service["environment"])
+    assert {n for n in k8s_names if not n.startswith("FRONTIER_")} <= RUNTIME_VARIABLES
+    assert {n for n in k8s_names if n.startswith("FRONTIER_")} <= read
+
+
+def test_statefulset_peers_are_its_pods_behind_the_headless_service() -> None:
+    sts = statefulset()
+    spec = sts["spec"]
+    replicas = spec["replicas"]
+    assert replicas >= 2
+    # Every process waits for all the others: they start together.
+    assert spec["podManagementPolicy"] == "Parallel"
+    headless = cluster_service(headless=True)
+    assert spec["serviceName"] == headless["metadata"]["name"]
+    assert headless["spec"]["clusterIP"] == "None"
+    # Peers must resolve each other before any of them is ready.
+    assert headless["spec"]["publishNotReadyAddresses"] is True
+    labels = spec["template"]["metadata"]["labels"]
+    assert spec["selector"]["matchLabels"].items() <= labels.items()
+    assert headless["spec"]["selector"].items() <= labels.items()
+    # The headless Service's fabric port is the container's, and the one every peer names.
+    ports = {p["name"]: p for p in headless["spec"]["ports"]}
+    assert set(ports) == {"fabric", "http"}
+    for port_name, number in (("fabric", FABRIC_PORT), ("http", PORT)):
+        assert ports[port_name]["port"] == number
+        assert container_port(ports[port_name]["targetPort"], "StatefulSet") == number
+    assert FABRIC_PORT != PORT
+    env = _k8s_env()
+    assert env["FRONTIER_PROCESSES"]["value"] == str(replicas)
+    peers = env["FRONTIER_PEERS"]["value"].split(",")
+    assert peers == [
+        f"{sts['metadata']['name']}-{i}.{headless['metadata']['name']}:{ports['fabric']['port']}"
+        for i in range(replicas)
+    ]
+    assert "FRONTIER_APIS" not in env, "the default (each peer's host, --port) is the API"
+    # The pod's name ends in its ordinal, which is the index the CLI takes from HOSTNAME.
+    assert not re.search(r"-\d+$", sts["metadata"]["name"])
+
+
+def test_cluster_secret_and_tokens_come_from_secrets() -> None:
+    env = _k8s_env()
+    cluster_ref = env["FRONTIER_CLUSTER_SECRET"]["valueFrom"]["secretKeyRef"]
+    tokens_ref = env["FRONTIER_TOKENS"]["valueFrom"]["secretKeyRef"]
+    for ref in (cluster_ref, tokens_ref):
+        assert set(ref) == {"name", "key"}, "not optional: the pod does not start without it"
+        assert _secret_value(ref["name"], ref["key"])
+    assert tokens_ref == container()["env"][0]["valueFrom"]["secretKeyRef"]
+    # The cluster's example Secret is in its directory, and (like the tokens') not applied.
+    example = k8s("Secret", CLUSTER)
+    assert example["metadata"]["name"] == cluster_ref["name"]
+    assert "secret.example.yaml" not in load(CLUSTER / "kustomization.yaml")["resources"]
+    # compose: one secret for both processes, from $FRONTIER_CLUSTER_SECRET or a default
+    # for local use that deploy/README.md names.
+    values = {
+        str(service["environment"]["FRONTIER_CLUSTER_SECRET"])
+        for service in cluster_services().values()
+    }
+    (value,) = values
+    default = COMPOSE_DEFAULT.fullmatch(value)
+    assert default is not None and default[1] == "FRONTIER_CLUSTER_SECRET" and default[2]
+    assert f"`{default[2]}`" in (DEPLOY / "README.md").read_text()
+
+
+def test_statefulset_pod_is_the_deployment_pod_with_a_place_in_the_cluster() -> None:
+    """The same image, arguments, security, resources, probes and grace period as the
+    Deployment; its own data volume per pod and a fabric port."""
+    single, cluster = pod_spec(), pod_spec("StatefulSet")
+    for key in (
+        "automountServiceAccountToken",
+        "enableServiceLinks",
+        "terminationGracePeriodSeconds",
+        "securityContext",
+    ):
+        assert cluster[key] == single[key], key
+    assert cluster["enableServiceLinks"] is False
+    one, each = container(), container("StatefulSet")
+    for key in (
+        "image",
+        "imagePullPolicy",
+        "args",
+        "readinessProbe",
+        "livenessProbe",
+        "lifecycle",
+        "resources",
+        "securityContext",
+        "volumeMounts",
+    ):
+        assert each[key] == one[key], key
+    assert each["ports"] == [
+        *one["ports"],
+        {"name": "fabric", "containerPort": FABRIC_PORT, "protocol": "TCP"},
+    ]
+    single_env = {v["name"]: v for v in one["env"]}
+    assert {k: v for k, v in _k8s_env().items() if k in single_env} == single_env
+    sts = statefulset()
+    template = sts["spec"]["template"]["metadata"]
+    single_template = k8s("Deployment")["spec"]["template"]["metadata"]
+    assert template["annotations"] == single_template["annotations"]
+    # Not the single process's pods: the cluster's Services never select the Deployment's.
+    for headless in (True, False):
+        selector = cluster_service(headless=headless)["spec"]["selector"]
+        assert not selector.items() <= single_template["labels"].items()
+    # The data directory: a claim per pod, like the single process's PersistentVolumeClaim.
+    (claim,) = sts["spec"]["volumeClaimTemplates"]
+    data_mount = [m for m in each["volumeMounts"] if m["mountPath"] == DATA]
+    assert [m["name"] for m in data_mount] == [claim["metadata"]["name"]]
+    assert claim["spec"] == k8s("PersistentVolumeClaim")["spec"]
+    volumes = [v for v in single["volumes"] if v["name"] != claim["metadata"]["name"]]
+    assert cluster["volumes"] == volumes
+    # Start-up waits for every peer: liveness only begins once the server answers, and the
+    # startup probe allows longer than the processes wait for each other.
+    startup = each["startupProbe"]
+    assert startup["httpGet"] == one["livenessProbe"]["httpGet"]
+    assert startup["periodSeconds"] * startup["failureThreshold"] > startup_timeout()
+    # A change reaches the pods when they are deleted (together), not one by one.
+    assert sts["spec"]["updateStrategy"] == {"type": "OnDelete"}
+
+
+def test_cluster_service_for_clients_spreads_them_over_every_process() -> None:
+    service = cluster_service(headless=False)
+    assert service["metadata"]["name"] == k8s("Service")["metadata"]["name"]
+    assert service["spec"]["type"] == "ClusterIP"
+    assert service["spec"]["selector"] == statefulset()["spec"]["selector"]["matchLabels"]
+    (port,) = service["spec"]["ports"]
+    assert port["port"] == PORT
+    assert container_port(port["targetPort"], "StatefulSet") == PORT
+
+
+def test_compose_cluster_profile_is_two_processes_with_matching_peers() -> None:
+    services = cluster_services()
+    names = list(services)
+    assert names == ["frontier-0", "frontier-1"]
+    single = compose_service()
+    envs = [_env_of(service) for service in services.values()]
+    assert [env["FRONTIER_PROCESS"] for env in envs] == ["0", "1"]
+    for env in envs:
+        assert env["FRONTIER_PROCESSES"] == str(len(names))
+        assert env["FRONTIER_PEERS"].split(",") == [f"{n}:{FABRIC_PORT}" for n in names]
+        assert "FRONTIER_APIS" not in env
+        # Apart from the index and the cluster, what the single process has.
+        rest = {k: v for k, v in env.items() if k in _env_of(single)}
+        assert rest == _env_of(single)
+    assert {k: v for k, v in envs[0].items() if k != "FRONTIER_PROCESS"} == {
+        k: v for k, v in envs[1].items() if k != "FRONTIER_PROCESS"
+    }
+    # Each process its own named volume at /data; the rest mounted as the single one's.
+    named = set(load(DEPLOY / "compose.yaml")["volumes"])
+    data_volumes = []
+    for service in services.values():
+        data = [v.split(":")[0] for v in service["volumes"] if v.split(":")[1] == DATA]
+        assert len(data) == 1 and data[0] in named
+        data_volumes.append(data[0])
+        others = [v for v in service["volumes"] if v.split(":")[1] != DATA]
+        assert others == [v for v in single["volumes"] if v.split(":")[1] != DATA]
+    single_data = [v.split(":")[0] for v in single["volumes"] if v.split(":")[1] == DATA]
+    assert len(set(data_volumes + single_data)) == len(names) + 1
+    # Each API on a host port of its own (the single process's too: they may run together);
+    # the fabric port is not published.
+    host_ports = [p.split(":")[0] for s in [single, *services.values()] for p in s["ports"]]
+    assert len(set(host_ports)) == len(host_ports) == len(names) + 1
+    for service in services.values():
+        assert [p.split(":")[1] for p in service["ports"]] == [str(PORT)]
+        assert all(str(FABRIC_PORT) not in p for p in service["ports"])
+        for key in ("build", "image", "command", "read_only", "tmpfs", "cap_drop"):
+            assert service[key] == single[key], key
+        for key in ("security_opt", "stop_signal", "stop_grace_period", "restart"):
+            assert service[key] == single[key], key
+        check = service["healthcheck"]
+        assert {k: v for k, v in check.items() if k != "start_period"} == {
+            k: v for k, v in single["healthcheck"].items() if k != "start_period"
+        }
+        # Health counts only once the processes have had time to find each other.
+        assert seconds(check["start_period"]) > startup_timeout()
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
+def test_kustomize_builds_the_single_process_and_the_cluster() -> None:
+    built = {}
+    for directory in (K8S, CLUSTER):
+        done = subprocess.run(
+            ["kubectl", "kustomize", str(directory)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        built[directory] = sorted(
+            (d["kind"], d["metadata"]["name"]) for d in yaml.safe_load_all(done.stdout) if d
+        )
+    assert built[K8S] == [
+        ("ConfigMap", "frontier-config"),
+        ("Deployment", "frontier"),
+        ("PersistentVolumeClaim", "frontier-data"),
+        ("Service", "frontier"),
+    ]
+    assert built[CLUSTER] == [
+        ("ConfigMap", "frontier-config"),
+        ("Service", "frontier"),
+        ("Service", "frontier-peers"),
+        ("StatefulSet", "frontier"),
+    ]
 
 
 # --------------------------------------------------------------------------- a real server
