@@ -227,10 +227,14 @@ def serve(
         )
     if (settings.tls_cert is None) != (settings.tls_key is None):
         raise click.BadParameter("give both --tls-cert and --tls-key, or neither")
-    from service.app import StoreError
+    from service.app import ClusterError, StoreError
 
     try:
         code = asyncio_run(_serve(settings, demo, access_log))
+    except ClusterError as error:
+        # A peer that is not there, or whose hello does not match: the error names it.
+        click.echo(f"frontier: cannot start: {error}", err=True)
+        raise SystemExit(2) from None
     except StoreError as error:
         # Refuse to start, touching nothing: the operator decides what to do with the files.
         click.echo(f"frontier: cannot start: {error}", err=True)
@@ -403,7 +407,7 @@ async def _serve(settings: Any, demo: bool, access_log: str = "control") -> int:
             f"or open {base}/ui/#{record.id} in a browser (the live page).\n"
         )
     fatal = manager.fatal
-    waits = [asyncio.ensure_future(stop.wait())]
+    waits = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(manager.left.wait())]
     if fatal is not None:
         waits.append(asyncio.ensure_future(fatal.wait()))
     try:
@@ -414,6 +418,8 @@ async def _serve(settings: Any, demo: bool, access_log: str = "control") -> int:
         failed = fatal is not None and fatal.is_set()
         if failed:
             click.echo(f"frontier: stopping: {manager.failure}", err=True)
+        elif manager.left.is_set():
+            click.echo(f"frontier: stopping: {manager.left_by} left the cluster", err=True)
         click.echo("shutting down: closing sockets, draining, stopping workers")
         await runner.cleanup()
     return 1 if failed else 0

@@ -17,6 +17,7 @@ from api.codec import decode_batch, encoded_size, frontier_event
 from api.server import dataflows, explain, inputs, outputs, transactions, ui, websockets
 from api.server.auth import auth_middleware
 from api.server.context import MANAGER, SERVER, SETTINGS, SOCKETS, OpenSockets
+from api.server.forward import close_client, forward_middleware
 from api.server.health import healthz, readyz
 from api.server.metrics import metrics_handler
 from api.server.problems import problems_middleware
@@ -53,7 +54,7 @@ async def _going_away(app: web.Application) -> None:
 def create_app(settings: Settings, manager: DataflowManager | None = None) -> web.Application:
     """The application for ``settings`` (a manager is created if none is given)."""
     app = web.Application(
-        middlewares=[problems_middleware, auth_middleware, rate_middleware],
+        middlewares=[problems_middleware, auth_middleware, rate_middleware, forward_middleware],
         client_max_size=settings.limits.max_body_bytes,
     )
     app[SETTINGS] = settings
@@ -67,6 +68,7 @@ def create_app(settings: Settings, manager: DataflowManager | None = None) -> we
     app[RATES] = TenantRates(settings.limits)
     app.cleanup_ctx.append(_lifecycle)
     app.on_shutdown.append(_going_away)
+    app.on_cleanup.append(close_client)
     app.on_response_prepare.append(_server_header)
     base = "/v1/dataflows"
     one = f"{base}/{{id}}"

@@ -50,12 +50,14 @@ from service.app.views import (
     SessionView,
     SubscriberView,
 )
+from service.runtime.cluster import ClusterError
 from service.store import StoreError
 
 __all__ = [
     "Ack",
     "BadRequest",
     "Cluster",
+    "ClusterError",
     "Columns",
     "Conflict",
     "ConsumerView",

@@ -69,6 +69,7 @@ from service.app.views import (
 )
 from service.progress import Antichain, Source
 from service.runtime import Fabric, stable_hash
+from service.runtime.cluster import ClusterFabric, ClusterSpec, PeerLost, connect
 from service.store import Durability
 
 log = logging.getLogger("frontier.service")
@@ -93,7 +94,13 @@ class DataflowRecord:
     built: dict[int, BuiltGraph] = field(default_factory=dict)
     """What each worker built (worker 0's is used for per-operator frontiers)."""
     ready: asyncio.Future[None] | None = None
-    applied: int = 0
+    """Set once the command this process issued last (``waiting``) is done everywhere."""
+    waiting: str = ""
+    applied: dict[str, int] = field(default_factory=dict)
+    """Per command kind, how many of this process's workers applied it."""
+    acknowledged: dict[str, int] = field(default_factory=dict)
+    """In a cluster, per command kind, how many processes said every worker of theirs
+    applied it (the command is done once all have)."""
     truncated_before: int = 0
     """Its inputs' logs hold no record at a time before this one."""
     truncation_due: bool = False
@@ -108,6 +115,21 @@ class DataflowRecord:
             list(self.plan.spec.inputs()),
             list(self.plan.spec.outputs()),
         )
+
+
+Command = tuple[str, str, int, Any]
+"""``(kind, dataflow id, dataflow index, payload)``, as the control plane's sequencer orders
+commands: ``create`` (in a cluster its payload is the dataflow itself: tenant, name, graph,
+creation time, so every process can build it), ``drop``, and in a cluster ``applied`` (payload
+``(kind, process)``: every worker of that process applied the dataflow's last ``kind``)."""
+
+
+def _kept(batch: list[Any]) -> list[Any]:
+    return batch
+
+
+def _dropped(_batch: list[Any]) -> list[Any]:
+    return []
 
 
 def _no_codec(location: str, frontier: list[Hashable]) -> bytes:
@@ -155,11 +177,21 @@ class DataflowManager:
         self._recovery: asyncio.Task[None] | None = None
         self._expiry: asyncio.Task[None] | None = None
         self.fatal: asyncio.Event | None = None
-        """Set when the data directory failed (a sync, or recovery): the process must stop."""
+        """Set when the data directory failed (a sync, or recovery), or the cluster lost a
+        process: this process must stop (and exit non-zero)."""
+        self.left: asyncio.Event = asyncio.Event()
+        """Set when another process of the cluster stopped on purpose: this one stops too."""
+        self.left_by: str | None = None
+        """Which process left (``process 1 (host:port)``)."""
         self.dataflows: dict[str, DataflowRecord] = {}
+        cluster = settings.cluster
+        self.processes = cluster.processes if cluster is not None else 1
+        """How many processes run the dataflows (each builds every one of them)."""
+        self.process = cluster.process if cluster is not None else 0
+        """This process's index in its cluster."""
         self.fabric: Fabric | None = None
         self._workers: list[Worker] = []
-        self._sequencers: list[Sequencer[tuple[str, str, int]]] = []
+        self._sequencers: list[Sequencer[Command]] = []
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = False
         self._failure: BaseException | None = None
@@ -193,21 +225,64 @@ class DataflowManager:
                 if dataflow.status != "failed":
                     for index, name in enumerate(self.compile(dataflow.graph).spec.inputs()):
                         self._journal(dataflow.id, index, name)
-        peers = self.settings.workers
-        fabric = self.fabric = Fabric(peers)
-        self._workers = [Worker(i, peers, fabric) for i in range(peers)]
-        self._sequencers = [Sequencer[tuple[str, str, int]](worker) for worker in self._workers]
+        fabric = self.fabric = await self._fabric()
+        self._workers = [Worker(i, fabric.peers, fabric) for i in fabric.local]
+        # A cluster's processes order commands by the wall clock: their monotonic clocks
+        # start anywhere, and items wait until every worker's clock has passed theirs.
+        clock = wallclock.time_ns if self.processes > 1 else None
+        self._sequencers = [Sequencer[Command](worker, clock) for worker in self._workers]
         loop = asyncio.get_running_loop()
         self._tasks = [
             loop.create_task(self._run(worker, sequencer), name=f"frontier-worker-{worker.index}")
             for worker, sequencer in zip(self._workers, self._sequencers, strict=True)
         ]
+        failed = fabric.failed()
+        if failed is not None:
+            self._tasks.append(loop.create_task(self._watch_fabric(failed), name="frontier-fabric"))
+        if isinstance(fabric, ClusterFabric):
+            self._tasks.append(loop.create_task(self._watch_peers(fabric), name="frontier-peers"))
         if stored:
             self._recovery = loop.create_task(self._recover(stored), name="frontier-recovery")
         else:
             self.ready = True
         if math.isfinite(self.limits.staged_transaction_seconds):
             self._expiry = loop.create_task(self._expire_loop(), name="frontier-expiry")
+
+    async def _fabric(self) -> Fabric:
+        """The workers' fabric: this process's alone, or connected to the cluster's others.
+
+        A cluster's start-up waits for every peer (``startup_timeout``); a peer that does not
+        come, or whose hello does not match, ends it with ``ClusterError`` naming it.
+        """
+        cluster = self.settings.cluster
+        if cluster is None:
+            return Fabric(self.settings.workers)
+        spec = ClusterSpec(
+            cluster.processes,
+            cluster.process,
+            self.settings.workers,
+            cluster.peers,
+            cluster.secret,
+            cluster.startup_timeout,
+        )
+        return await connect(spec)
+
+    async def _watch_fabric(self, failed: asyncio.Future[None]) -> None:
+        """Fail-stop when a peer process is lost: nothing computed here can be trusted."""
+        try:
+            await failed
+        except PeerLost as error:
+            self._failure = error
+            log.critical("the cluster lost a process, this one stops: %s", error)
+            self._fail_pending(f"the service stopped: {error}")
+            if self.fatal is not None:
+                self.fatal.set()
+
+    async def _watch_peers(self, fabric: ClusterFabric) -> None:
+        """A peer that stopped on purpose stops the cluster: this process stops too."""
+        self.left_by = await fabric.left()
+        log.warning("%s left the cluster: this process stops too", self.left_by)
+        self.left.set()
 
     def _journal(self, dataflow: str, index: int, name: str) -> InputJournal:
         journal = self._journals.get((dataflow, name))
@@ -360,6 +435,13 @@ class DataflowManager:
                 background.cancel()
                 await asyncio.gather(background, return_exceptions=True)
         self._fail_pending("the service stopped")
+        if isinstance(self.fabric, ClusterFabric):
+            if self._failure is None:
+                await self.fabric.close()  # a goodbye: the others stop too, on purpose
+            else:
+                # No goodbye from a process that failed: the others fail-stop, as it did,
+                # and name its cause (a lost peer, a failed disk) as theirs.
+                await self.fabric.abort(str(self._failure))
         if self.store is not None:
             await self.store.close()
 
@@ -376,7 +458,9 @@ class DataflowManager:
         return store.refusal
 
     def check_ready(self) -> None:
-        """:class:`Unavailable` while the service recovers (or is not running)."""
+        """:class:`Unavailable` while the service recovers, or once its cluster failed."""
+        if isinstance(self._failure, PeerLost):
+            raise Unavailable(f"the service stopped: {self._failure}")
         if not self.ready and self._failure is None:
             raise Unavailable("the service is recovering its data directory", retry_after=1)
 
@@ -387,7 +471,7 @@ class DataflowManager:
             return None
         return f"{type(self._failure).__name__}: {self._failure}"
 
-    async def _run(self, worker: Worker, sequencer: Sequencer[tuple[str, str, int]]) -> None:
+    async def _run(self, worker: Worker, sequencer: Sequencer[Command]) -> None:
         try:
             while True:
                 command = sequencer.next()
@@ -411,26 +495,68 @@ class DataflowManager:
 
     # ----------------------------------------------------------------- commands
 
-    def _apply(self, worker: Worker, command: tuple[str, str, int]) -> None:
-        kind, dataflow_id, index = command
+    def _apply(self, worker: Worker, command: Command) -> None:
+        kind, dataflow_id, index, payload = command
+        if kind == "applied":
+            if worker is self._workers[0]:
+                self._acknowledged(dataflow_id, payload)
+            return
         if kind == "drop":
             # The index travels with the command: the record may be gone already.
             worker.drop_dataflow(index)
         record = self.dataflows.get(dataflow_id)
+        if record is None and kind == "create" and payload is not None:
+            record = self._adopt(dataflow_id, payload)
         if record is None:
             return
         if kind == "create":
             self._build(worker, record)
-        record.applied += 1
-        if record.applied < len(self._workers):
+        elif kind == "drop" and payload is not None and record.status != "failed":
+            self._mark_failed(record, payload)  # it failed on another process
+        applied = record.applied[kind] = record.applied.get(kind, 0) + 1
+        if applied < len(self._workers):
             return
+        if self.processes > 1:
+            # Every worker here has it: say so to the cluster; each process finishes the
+            # command once every process has said so (the same moment in the sequence).
+            self._sequencers[0].push(("applied", dataflow_id, index, (kind, self.process)))
+            return
+        self._done(record, kind)
+
+    def _acknowledged(self, dataflow_id: str, payload: tuple[str, int]) -> None:
+        """A process applied a command on all its workers; once all have, it is done."""
+        kind, _process = payload
+        record = self.dataflows.get(dataflow_id)
+        if record is None:
+            return
+        count = record.acknowledged[kind] = record.acknowledged.get(kind, 0) + 1
+        if count == self.processes:
+            self._done(record, kind)
+
+    def _done(self, record: DataflowRecord, kind: str) -> None:
+        """Every worker of every process applied ``kind``: finish it, answer who waits."""
         if kind == "create" and record.status == "creating":
             record.status = "running"
             if record.outputs:
                 self._maybe_completed(record)
+        elif (kind == "drop" and record.status != "failed") or kind == "forget":
+            self._forget(record)  # a failed dataflow stays, to be seen, until it is dropped
         ready = record.ready
-        if ready is not None and not ready.done():
+        if ready is not None and not ready.done() and record.waiting == kind:
             ready.set_result(None)
+
+    def _adopt(
+        self, dataflow_id: str, payload: tuple[str, str, dict[str, Any], float]
+    ) -> DataflowRecord:
+        """A dataflow another process of the cluster created: built here the same way."""
+        tenant, name, document, created_at = payload
+        record = DataflowRecord(
+            dataflow_id, tenant, name, document, self.compile(document), created_at=created_at
+        )
+        if self.store is not None:
+            self.store.catalogue.add_dataflow(dataflow_id, tenant, name, document, created_at)
+        self.dataflows[dataflow_id] = record
+        return record
 
     def _build(self, worker: Worker, record: DataflowRecord) -> None:
         plan = record.plan
@@ -446,13 +572,18 @@ class DataflowManager:
             def output(self, name: str, stream: Stream) -> None:
                 log = record.outputs.get(name)
                 if log is None:
-                    log = manager._add_output(record, name, worker.peers)
+                    log = manager._add_output(record, name, len(manager._workers))
+                if manager.processes > 1:
+                    # Every process serves the output whole: its records go to every
+                    # process's first worker; each process merges its own workers' progress.
+                    first = worker.index % len(manager._workers) == 0
+                    stream = stream.broadcast().map_batches(_kept if first else _dropped)
                 stream.capture_into(log.pusher())
 
         def build(scope: Any) -> BuiltGraph:
             record.index = scope.builder.path[0]
             built = plan.build(scope, Context())
-            if worker.index == 0:
+            if worker is manager._workers[0]:
                 self._follow_operators(record, built)
             return built
 
@@ -471,10 +602,11 @@ class DataflowManager:
             journal.snapshot = producer.snapshot
             if self.store.durability is Durability.FSYNC:
                 producer.defer_effects()
-        location = f"input:{producer.name}"
-        producer.on_frontier = lambda: self.feeds.moved(
-            record.id, location, producer.applied_frontier
-        )
+        if self.processes == 1:  # in a cluster, read off the tracker (_follow_operators)
+            location = f"input:{producer.name}"
+            producer.on_frontier = lambda: self.feeds.moved(
+                record.id, location, producer.applied_frontier
+            )
 
     def _add_output(self, record: DataflowRecord, name: str, peers: int) -> OutputLog:
         log = record.outputs[name] = OutputLog(
@@ -539,26 +671,37 @@ class DataflowManager:
                 journal.truncate(before)
 
     def _follow_operators(self, record: DataflowRecord, built: BuiltGraph) -> None:
-        """Have the engine say which operators' frontiers moved (worker 0 tracks them all)."""
-        scopes: dict[int, tuple[Any, dict[Source, str]]] = {}
+        """Have the engine say which operators' frontiers moved (worker 0 tracks them all).
+
+        In a cluster, inputs' frontiers are followed here too: an input lives on one
+        process, and every process reads its frontier off the progress they all track.
+        """
+        scopes: dict[int, tuple[Any, dict[Source, str], dict[Source, str]]] = {}
+        clustered = self.processes > 1
         for node, streams in built.streams.items():
             for port, stream in enumerate(streams):
                 builder = stream.scope.builder
-                _, names = scopes.setdefault(id(builder), (builder, {}))
+                _, names, inputs = scopes.setdefault(id(builder), (builder, {}, {}))
                 names[stream.source] = f"operator:{node}:{port}"
-        for builder, names in scopes.values():
-            builder.on_frontier_change(self._operator_listener(record.id, builder, names))
+                if clustered and record.plan.spec.nodes[node].op == "input":
+                    inputs[stream.source] = f"input:{node}"
+        for builder, names, inputs in scopes.values():
+            builder.on_frontier_change(self._operator_listener(record.id, builder, names, inputs))
 
     def _operator_listener(
-        self, dataflow_id: str, builder: Any, names: dict[Source, str]
+        self, dataflow_id: str, builder: Any, names: dict[Source, str], inputs: dict[Source, str]
     ) -> Callable[[Source], None]:
         def moved(source: Source) -> None:
-            name = names.get(source)
             feed = self.feeds.by_dataflow.get(dataflow_id)
-            if name is not None and feed is not None and feed.operator_watches:
-                self.feeds.moved(
-                    dataflow_id, name, lambda: sorted_times(builder.subgraph.frontier(source))
-                )
+            if feed is None:
+                return
+            name = names.get(source)
+            read = lambda: sorted_times(builder.subgraph.frontier(source))  # noqa: E731
+            if name is not None and feed.operator_watches:
+                self.feeds.moved(dataflow_id, name, read)
+            location = inputs.get(source)
+            if location is not None:
+                self.feeds.moved(dataflow_id, location, read)
 
         return moved
 
@@ -571,26 +714,32 @@ class DataflowManager:
     def _fail(self, record: DataflowRecord, error: Exception) -> None:
         if record.status in ("failed", "dropped"):
             return
+        reason = f"{type(error).__name__}: {error}"
+        self._mark_failed(record, reason)
+        # Every worker must drop it, at the same point in the command order; in a cluster
+        # the reason travels with the command, so every process shows it failed, and why.
+        self._sequencers[0].push(("drop", record.id, record.index, reason))
+
+    def _mark_failed(self, record: DataflowRecord, reason: str) -> None:
         record.status = "failed"
-        record.error = f"{type(error).__name__}: {error}"
+        record.error = reason
         if self.store is not None:
             self.store.catalogue.set_status(record.id, "failed", record.error)
-        # Every worker must drop it, at the same point in the command order.
-        self._sequencers[0].push(("drop", record.id, record.index))
-        reason = f"the dataflow failed: {record.error}"
         for producer in record.inputs.values():
             producer.dropped = True
         for log in record.outputs.values():
-            log.close(reason)
-        self.feeds.close(record.id, reason)
+            log.close(f"the dataflow failed: {reason}")
+        self.feeds.close(record.id, f"the dataflow failed: {reason}")
 
-    async def _command(self, kind: str, record: DataflowRecord) -> None:
+    async def _command(self, kind: str, record: DataflowRecord, payload: Any = None) -> None:
         if not self.running:
             raise Gone("the service is not running")
         loop = asyncio.get_running_loop()
         record.ready = loop.create_future()
-        record.applied = 0
-        self._sequencers[0].push((kind, record.id, record.index))
+        record.waiting = kind
+        record.applied.pop(kind, None)
+        record.acknowledged.pop(kind, None)
+        self._sequencers[0].push((kind, record.id, record.index, payload))
         await record.ready
 
     # ----------------------------------------------------------------- dataflows
@@ -641,8 +790,11 @@ class DataflowManager:
             except OSError as error:
                 raise self.store.refused(error, "the dataflow cannot be stored") from None
         self.dataflows[record.id] = record
+        payload = None
+        if self.processes > 1:
+            payload = (tenant, record.name, document, record.created_at)
         try:
-            await self._command("create", record)
+            await self._command("create", record, payload)
         except BaseException:
             if self.store is not None:
                 self.store.drop(record.id)
@@ -690,19 +842,22 @@ class DataflowManager:
             raise Gone(f"dataflow {dataflow_id!r} was already dropped")
         for producer in record.inputs.values():
             producer.dropped = True
-        if record.status != "failed":
-            await self._command("drop", record)
+        # A failed dataflow is dropped on the workers already: every process forgets it.
+        await self._command("drop" if record.status != "failed" else "forget", record)
+
+    def _forget(self, record: DataflowRecord) -> None:
+        """Everything this process held for a dropped dataflow goes."""
         record.status = "dropped"
         for log in record.outputs.values():
             log.close("the dataflow was dropped")
         self.feeds.close(record.id, "the dataflow was dropped")
-        del self.dataflows[dataflow_id]
+        self.dataflows.pop(record.id, None)
         record.built.clear()
         if self.store is not None:
-            self.store.drop(dataflow_id)
+            self.store.drop(record.id)
             for name in record.inputs:
-                self._journals.pop((dataflow_id, name), None)
-        self._dropped[dataflow_id] = tenant
+                self._journals.pop((record.id, name), None)
+        self._dropped[record.id] = record.tenant
         while len(self._dropped) > 10_000:
             self._dropped.popitem(last=False)
 
@@ -715,6 +870,21 @@ class DataflowManager:
         if producer is None:
             raise NotFound(f"dataflow {dataflow_id!r} has no input {name!r}")
         return producer
+
+    def input_process(self, dataflow_id: str, name: str) -> int | None:
+        """The process whose worker holds input ``name`` of a dataflow, if another one.
+
+        ``None`` when this process holds it, or the dataflow has no such input (this process
+        answers for it then). The owner is the same on every process: a stable hash of the
+        input's name picks one of the cluster's workers.
+        """
+        record = self.dataflows.get(dataflow_id)
+        if self.processes == 1 or self.fabric is None or record is None:
+            return None
+        if name not in record.plan.spec.inputs():
+            return None
+        process = (stable_hash(name) % self.fabric.peers) // self.settings.workers
+        return None if process == self.process else process
 
     def output(self, tenant: str, dataflow_id: str, name: str) -> OutputLog:
         """A dataflow's output log."""
@@ -824,7 +994,7 @@ class DataflowManager:
 
         Frontiers are the same on every worker (each tracks all of them); records are summed.
         """
-        first = record.built.get(0)
+        first = record.built.get(self._workers[0].index)
         if first is None:
             return {}
         result: dict[str, OperatorState] = {}
@@ -888,16 +1058,21 @@ class DataflowManager:
         Only frontiers: unlike :meth:`operator_frontiers`, no record counts.
         """
         result: dict[str, list[Any]] = {}
-        for name, producer in record.inputs.items():
-            result[f"input:{name}"] = producer.applied_frontier()
+        first = record.built.get(self._workers[0].index)
+        if self.processes == 1:
+            for name, producer in record.inputs.items():
+                result[f"input:{name}"] = producer.applied_frontier()
+        elif first is not None:
+            # An input lives on one process: every process reads its frontier off the
+            # progress all of them track, so each shows the same frontiers.
+            for name in record.plan.spec.inputs():
+                result[f"input:{name}"] = _operator_frontier(first.streams[name][0])
         for name, log in record.outputs.items():
             result[f"output:{name}"] = sorted_times(log.frontier())
-        if operators:
-            first = record.built.get(0)
-            if first is not None:
-                for node, streams in first.streams.items():
-                    for port, stream in enumerate(streams):
-                        result[f"operator:{node}:{port}"] = _operator_frontier(stream)
+        if operators and first is not None:
+            for node, streams in first.streams.items():
+                for port, stream in enumerate(streams):
+                    result[f"operator:{node}:{port}"] = _operator_frontier(stream)
         return result
 
     def watch(self, tenant: str, dataflow_id: str, operators: bool = False) -> FrontierWatch:

@@ -106,4 +106,3 @@ class Cluster:
     apis: tuple[str, ...]
     secret: bytes
     startup_timeout: float = 60.0
-

@@ -58,6 +58,9 @@ SEND_BUFFER = 8 * 1024 * 1024
 ALL_LOCAL = -1
 """The worker of a message for every local worker of the receiving process (a broadcast)."""
 _BYE = b""
+_FAILED = b"F"
+"""A last frame's prefix: the sender stops because it failed; the cause (UTF-8) follows.
+Pickled frames start with ``\x80``, so nothing else begins so."""
 """An empty frame: the sender is done and closes the connection on purpose."""
 
 
@@ -67,6 +70,10 @@ class ClusterError(Exception):
 
 class PeerLost(ClusterError):
     """A peer's connection broke while the dataflows ran: the process must stop."""
+
+
+class PeerFailed(PeerLost):
+    """A peer stopped because it failed, and said why (its cause is this error's message)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,7 +225,16 @@ class Link:
                 raise PeerLost(cause) from None
             if payload == _BYE:
                 return
+            if payload.startswith(_FAILED):
+                raise PeerFailed(payload[len(_FAILED) :].decode(errors="replace"))
             deliver(pickle.loads(payload))  # a peer that proved it holds the secret
+
+    def fail(self, cause: str) -> None:
+        """Send what is queued and why this process stops, then close (no goodbye)."""
+        self.flush()
+        if not self._writer.is_closing():
+            self._writer.write(_frame(_FAILED + cause.encode()))
+            self._writer.close()
 
     def abort(self) -> None:
         """Close at once, without a goodbye: the peer sees the connection lost."""
@@ -318,6 +334,12 @@ class ClusterFabric(Fabric):
             await link.receive(self._deliver)
             if not self._closing and not self._left.done():
                 self._left.set_result(self.spec.name(peer))
+        except PeerFailed as error:
+            # Its cause is ours: name the process that was lost first, not the messenger.
+            if not self._closing and not self._failure.done():
+                self._failure.set_exception(
+                    PeerLost(f"{error} (reported by {self.spec.name(peer)})")
+                )
         except PeerLost as error:
             if not self._closing and not self._failure.done():
                 self._failure.set_exception(
@@ -362,16 +384,20 @@ class ClusterFabric(Fabric):
         if not self._failure.done():
             self._failure.cancel()
 
-    async def abort(self) -> None:
+    async def abort(self, cause: str | None = None) -> None:
         """Drop every link without a goodbye (this process failed): its peers fail too.
 
         Fail-stop for a process that outlives its failure (one that exits closes its
         sockets the same way): each peer's ``execute`` ends with :class:`PeerLost` naming
-        this process, instead of waiting for progress that will never come.
+        this process, instead of waiting for progress that will never come. With a
+        ``cause`` (a lost peer, say), each peer is told it first, and names it as its own.
         """
         self._closing = True
         for link in self.links.values():
-            link.abort()
+            if cause is None:
+                link.abort()
+            else:
+                link.fail(cause)
         for task in self._receivers:
             task.cancel()
         for task in self._receivers:

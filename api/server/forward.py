@@ -1,0 +1,191 @@
+"""In a cluster, requests for an input go to the process that holds it.
+
+Every process of a cluster builds every dataflow, but each input lives on one worker (a stable
+hash of its name picks it among all the cluster's workers), where its sessions, transactions
+and log are. Any process takes any request: one for an input another process holds is
+forwarded there, as it came (method, path, query, body, the headers that say what it is and
+who sends it), and its answer is handed back as it went (status, body, headers). A producer's
+WebSocket is relayed frame by frame, both ways, closing as the other side closes. So a push
+is applied once, where the input lives, whichever process a client talks to.
+
+A forwarded request carries :data:`FORWARDED`, and is never forwarded again: processes that
+disagreed about an owner could otherwise pass a request around forever.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
+
+import aiohttp
+from aiohttp import WSMsgType, web
+
+from api.server.context import MANAGER, SETTINGS
+from api.server.problems import problem
+from service.app import Unavailable
+
+FORWARDED = "Frontier-Forwarded-By"
+"""The header a forwarded request carries: the index of the process that forwarded it."""
+
+CLIENT = web.AppKey("forwarding_client", aiohttp.ClientSession)
+
+_HOP_BY_HOP = frozenset(
+    h.lower()
+    for h in (
+        "Connection",
+        "Keep-Alive",
+        "Transfer-Encoding",
+        "Content-Length",
+        "Upgrade",
+        "Host",
+        "TE",
+        "Trailer",
+        "Proxy-Authorization",
+        "Proxy-Authenticate",
+        "Sec-WebSocket-Key",
+        "Sec-WebSocket-Version",
+        "Sec-WebSocket-Extensions",
+        "Sec-WebSocket-Accept",
+        "Server",
+        "Date",
+    )
+)
+"""Headers about one connection, not the request: each hop sets its own."""
+
+MAX_FORWARDED_CONNECTIONS = 100
+"""Connections a process keeps open to its peers' APIs, at most (requests past it wait)."""
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+_SLUGS = {
+    400: "bad-request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not-found",
+    409: "conflict",
+    410: "gone",
+}
+
+
+def _owner(request: web.Request) -> int | None:
+    """The process to forward ``request`` to, or ``None`` to answer it here."""
+    if FORWARDED in request.headers:
+        return None
+    name = request.match_info.get("input")
+    dataflow = request.match_info.get("id")
+    if name is None or dataflow is None:
+        return None
+    return request.app[MANAGER].input_process(dataflow, name)
+
+
+@web.middleware
+async def forward_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Answer a request for an input another process holds by forwarding it there."""
+    process = _owner(request)
+    if process is None:
+        return await handler(request)
+    cluster = request.app[SETTINGS].cluster
+    assert cluster is not None  # an owner elsewhere means a cluster
+    url = f"http://{cluster.apis[process]}{request.rel_url}"
+    headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP_BY_HOP}
+    headers[FORWARDED] = str(request.app[MANAGER].process)
+    client = _client(request.app)
+    try:
+        if request.headers.get("Upgrade", "").lower() == "websocket":
+            return await _relay(request, client, url, headers)
+        body = await request.read()
+        async with client.request(request.method, url, data=body, headers=headers) as answer:
+            payload = await answer.read()
+            kept = {k: v for k, v in answer.headers.items() if k.lower() not in _HOP_BY_HOP}
+            return web.Response(status=answer.status, body=payload, headers=kept)
+    except (TimeoutError, aiohttp.ClientConnectionError) as error:
+        cause = str(error) or type(error).__name__
+        raise Unavailable(
+            f"process {process} ({cluster.apis[process]}), which holds input "
+            f"{request.match_info['input']!r}, cannot be reached: {cause}",
+            retry_after=1,
+        ) from None
+
+
+def _client(app: web.Application) -> aiohttp.ClientSession:
+    """The app's one client to its peers (made on first use, closed with the app)."""
+    client = app.get(CLIENT)
+    if client is None or client.closed:
+        connector = aiohttp.TCPConnector(limit=MAX_FORWARDED_CONNECTIONS)
+        client = aiohttp.ClientSession(
+            connector=connector, auto_decompress=False, skip_auto_headers=("User-Agent",)
+        )
+        app[CLIENT] = client
+    return client
+
+
+async def close_client(app: web.Application) -> None:
+    """Close the client to the peers (on the app's cleanup)."""
+    client = app.get(CLIENT)
+    if client is not None:
+        await client.close()
+
+
+async def _relay(
+    request: web.Request, client: aiohttp.ClientSession, url: str, headers: dict[str, str]
+) -> web.StreamResponse:
+    """Relay a WebSocket to the process holding the input: frames both ways, and the close.
+
+    The peer's socket is opened first, so a refusal there (a 404, a 401) is the client's
+    answer, as it would have been had the client asked the peer itself.
+    """
+    protocols = [p.strip() for p in headers.pop("Sec-WebSocket-Protocol", "").split(",") if p]
+    settings = request.app[SETTINGS]
+    try:
+        upstream = await client.ws_connect(
+            url.replace("http://", "ws://", 1),
+            headers=headers,
+            protocols=protocols,
+            max_msg_size=settings.limits.max_frame_bytes,
+            autoping=True,
+        )
+    except aiohttp.WSServerHandshakeError as refused:
+        # aiohttp keeps the refusal's status, not its body: say it again, with its status.
+        slug = _SLUGS.get(refused.status, "forwarded")
+        detail = f"process {headers[FORWARDED]}'s peer refused the socket: {refused.message}"
+        return problem(refused.status, slug, refused.message or "Refused", detail)
+    ws = web.WebSocketResponse(
+        protocols=(upstream.protocol,) if upstream.protocol else (),
+        max_msg_size=settings.limits.max_frame_bytes,
+    )
+    await ws.prepare(request)
+
+    async def down() -> None:
+        async for message in upstream:
+            if message.type is WSMsgType.TEXT:
+                await ws.send_str(message.data)
+            elif message.type is WSMsgType.BINARY:
+                await ws.send_bytes(message.data)
+        await ws.close(code=upstream.close_code or 1000, message=b"")
+
+    async def up() -> None:
+        async for message in ws:
+            if message.type is WSMsgType.TEXT:
+                await upstream.send_str(message.data)
+            elif message.type is WSMsgType.BINARY:
+                await upstream.send_bytes(message.data)
+        await upstream.close(code=ws.close_code or 1000)
+
+    relays = [asyncio.ensure_future(down()), asyncio.ensure_future(up())]
+    try:
+        await asyncio.wait(relays, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for relay in relays:
+            relay.cancel()
+        for relay in relays:
+            with contextlib.suppress(asyncio.CancelledError, ConnectionError):
+                await relay
+        if not upstream.closed:
+            await upstream.close()
+        if not ws.closed:
+            await ws.close()
+    return ws
+
+
+__all__ = ["FORWARDED", "close_client", "forward_middleware"]

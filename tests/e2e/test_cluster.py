@@ -1,0 +1,272 @@
+"""A cluster of real ``frontier serve`` processes on 127.0.0.1: one API, any process.
+
+Each test starts its own processes (``--processes N --process I --peers ... --apis ...``),
+all at once, since each waits for the others at start-up. A graph submitted at one process
+is built on every worker of every process; a push at another is applied once, where the
+input lives; a subscription at a third sees the same outputs and frontiers. A process killed
+with SIGKILL stops the others, naming it; one stopped with SIGTERM stops them gracefully; a
+process whose secret differs is refused at start-up.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from api.client import AsyncClient
+from service.runtime import stable_hash
+from tests.e2e.conftest import (
+    REPO,
+    SHUTDOWN,
+    STARTUP,
+    WORDS_COUNT,
+    Frames,
+    Server,
+    WsProducer,
+    _ready,
+    canonical,
+    counted,
+    frontier,
+    is_progress,
+    messages,
+    progress,
+    ws_connect,
+    ws_frames,
+)
+from tests.runtime.test_cluster import free_ports
+
+SECRET = "a secret the tests share"
+
+
+def start_cluster(
+    workdir: Path, processes: int, workers: int = 1, secrets: list[str] | None = None
+) -> list[Server]:
+    """``processes`` servers forming one cluster (not waited for: see :func:`ready`)."""
+    ports = free_ports(2 * processes)
+    apis, fabric = ports[:processes], ports[processes:]
+    peers = ",".join(f"127.0.0.1:{port}" for port in fabric)
+    addresses = ",".join(f"127.0.0.1:{port}" for port in apis)
+    servers = []
+    for index in range(processes):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("FRONTIER_")}
+        env["PYTHONPATH"] = str(REPO)
+        env["PYTHONUNBUFFERED"] = "1"
+        env["FRONTIER_CLUSTER_SECRET"] = secrets[index] if secrets else SECRET
+        log = workdir / f"process-{index}.log"
+        command = [sys.executable, "-m", "api", "serve", "--host", "127.0.0.1"]
+        command += ["--port", str(apis[index]), "--workers", str(workers)]
+        command += ["--data-dir", str(workdir / f"data-{index}"), "--durability", "none"]
+        command += ["--processes", str(processes), "--process", str(index)]
+        command += ["--peers", peers, "--apis", addresses, "--log-format", "text"]
+        with log.open("wb") as out:
+            process = subprocess.Popen(
+                command, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT
+            )
+        servers.append(Server(apis[index], process, log))
+    return servers
+
+
+def ready(servers: list[Server]) -> None:
+    """Wait until every process answers ``/readyz``."""
+    deadline = time.monotonic() + STARTUP
+    for server in servers:
+        while not _ready(server.url):
+            if server.process.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"process not ready\n{server.log_tail()}")
+            time.sleep(0.05)
+
+
+def stop_all(servers: list[Server]) -> list[int | None]:
+    """SIGTERM every process still running, then SIGKILL what is left; their exit codes."""
+    for server in servers:
+        if server.process.poll() is None:
+            server.process.send_signal(signal.SIGTERM)
+    codes = []
+    for server in servers:
+        try:
+            codes.append(server.process.wait(SHUTDOWN))
+        except subprocess.TimeoutExpired:
+            server.process.kill()
+            server.process.wait()
+            codes.append(None)
+    return codes
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[Any]:
+    """Start clusters of a test's own; every process is stopped when the test ends."""
+    started: list[Server] = []
+
+    def start(processes: int, workers: int = 1, secrets: list[str] | None = None) -> Any:
+        servers = start_cluster(tmp_path, processes, workers, secrets)
+        started.extend(servers)
+        return servers
+
+    yield start
+    stop_all(started)
+
+
+def by_key(record: Any) -> str:
+    return str(record["key"])
+
+
+def holder(processes: int, workers: int, name: str) -> int:
+    """The process whose worker holds input ``name`` (as every process computes it)."""
+    return (stable_hash(name) % (processes * workers)) // workers
+
+
+# --------------------------------------------------------------------------- one API
+
+
+async def test_submit_at_one_push_at_another_subscribe_at_a_third(cluster: Any) -> None:
+    servers = cluster(3)
+    ready(servers)
+    owner = holder(3, 1, "words")
+    submit, push, watch = servers[(owner + 1) % 3], servers[(owner + 2) % 3], servers[owner]
+    async with (
+        AsyncClient(submit.url) as submitter,
+        AsyncClient(push.url) as producer,
+        AsyncClient(watch.url) as watcher,
+        AsyncClient(submit.url) as second_watcher,
+    ):
+        df = (await submitter.create_dataflow(WORDS_COUNT, "counts"))["id"]
+        # Built everywhere by the time the submission is answered.
+        for server in servers:
+            async with AsyncClient(server.url) as client:
+                shown = await client.dataflow(df)
+                assert (shown["status"], shown["outputs"]) == (
+                    "running",
+                    {"out": {"frontier": [0], "records_out": 0}},
+                )
+        frontiers = [Frames(watcher.frontiers(df)), Frames(second_watcher.frontiers(df))]
+        for frames in frontiers:
+            assert [await frames.next(), await frames.next()] == [
+                frontier("input:words", 0),
+                frontier("output:out", 0),
+            ]
+        async with ws_connect(watch, f"/v1/dataflows/{df}/outputs/out/events") as events_ws:
+            events = Frames(ws_frames(events_ws))
+            session = await producer.session(df, "words")
+            assert await session.push([[0, "a"], [0, "b"], [0, "a"], [1, "c"]]) == {
+                "seq": 1,
+                "session_time": 0,
+                "input_frontier": [0],
+                "applied": 4,
+            }
+            assert (await session.push([[0, "a"], [0, "b"], [0, "a"], [1, "c"]], seq=1))[
+                "applied"
+            ] == 4  # a retry: acknowledged again, applied once
+            assert (await session.advance(1))["input_frontier"] == [1]
+            for frames in frontiers:
+                assert await frames.until(lambda e: e == frontier("output:out", 1)) == [
+                    frontier("input:words", 1),
+                    frontier("output:out", 1),
+                ]
+            assert canonical(await events.until(is_progress)) == [
+                messages(0, *counted(a=2, b=1)),
+                progress((0, -1), (1, 1)),
+            ]
+            assert (await session.advance(2))["input_frontier"] == [2]
+            for frames in frontiers:
+                assert await frames.until(lambda e: e == frontier("output:out", 2)) == [
+                    frontier("input:words", 2),
+                    frontier("output:out", 2),
+                ]
+            assert canonical(await events.until(is_progress)) == [
+                messages(1, *counted(c=1)),
+                progress((1, -1), (2, 1)),
+            ]
+        for frames in frontiers:
+            await frames.aclose()
+        # Every process holds the whole output.
+        for server in servers:
+            async with AsyncClient(server.url) as client:
+                read = [(t, sorted(r, key=by_key)) async for t, r in client.times(df, "out")]
+                assert read == [
+                    (0, [{"key": "a", "count": 2}, {"key": "b", "count": 1}]),
+                    (1, [{"key": "c", "count": 1}]),
+                ]
+
+
+async def test_a_producer_socket_at_a_process_without_the_input_is_relayed(cluster: Any) -> None:
+    servers = cluster(2, workers=2)
+    ready(servers)
+    elsewhere = servers[1 - holder(2, 2, "words")]
+    async with AsyncClient(elsewhere.url) as client:
+        df = (await client.create_dataflow(WORDS_COUNT))["id"]
+        watch = Frames(client.frontiers(df))
+        async with ws_connect(elsewhere, f"/v1/dataflows/{df}/inputs/words/push?start=0") as ws:
+            producer = await WsProducer.open(ws)
+            assert producer.opened == {
+                "type": "session",
+                "session": producer.session,
+                "time": 0,
+                "credits": 16,
+            }
+            ack = await producer.call({"type": "push", "seq": 1, "records": [[0, "x"], [0, "x"]]})
+            assert (ack["type"], ack["seq"], ack["applied"]) == ("ack", 1, 2)
+            ack = await producer.call({"type": "advance", "seq": 2, "time": 1})
+            assert (ack["seq"], ack["input_frontier"]) == (2, [1])
+        await watch.until(lambda e: e == frontier("output:out", 1))
+        await watch.aclose()
+        assert [(t, r) async for t, r in client.times(df, "out")] == [
+            (0, [{"key": "x", "count": 2}])
+        ]
+
+
+# --------------------------------------------------------------------------- failures
+
+
+def wait_exit(server: Server, seconds: float) -> int | None:
+    try:
+        return server.process.wait(seconds)
+    except subprocess.TimeoutExpired:
+        return None
+
+
+async def test_a_process_killed_stops_the_others_naming_it(cluster: Any) -> None:
+    servers = cluster(3)
+    ready(servers)
+    async with AsyncClient(servers[0].url) as client:
+        await client.create_dataflow(WORDS_COUNT)
+    killed = servers[1]
+    killed.process.send_signal(signal.SIGKILL)
+    began = time.monotonic()
+    for survivor in (servers[0], servers[2]):
+        code = wait_exit(survivor, 10.0 - (time.monotonic() - began))
+        assert code == 1, survivor.log_tail()
+        assert "frontier: stopping: PeerLost: process 1 (127.0.0.1:" in survivor.log_tail(), (
+            survivor.log_tail()
+        )
+        assert "connection lost" in survivor.log_tail()
+
+
+async def test_a_process_stopped_stops_the_cluster_gracefully(cluster: Any) -> None:
+    servers = cluster(2)
+    ready(servers)
+    servers[0].process.send_signal(signal.SIGTERM)
+    assert wait_exit(servers[0], SHUTDOWN) == 0, servers[0].log_tail()
+    assert wait_exit(servers[1], SHUTDOWN) == 0, servers[1].log_tail()
+    assert "frontier: stopping: process 0 (127.0.0.1:" in servers[1].log_tail()
+    assert "left the cluster" in servers[1].log_tail()
+
+
+async def test_a_process_with_another_secret_is_refused_at_start_up(cluster: Any) -> None:
+    servers = cluster(2, secrets=[SECRET, "not the secret"])
+    for server in servers:
+        assert wait_exit(server, STARTUP) == 2, server.log_tail()
+    logs = [server.log_tail() for server in servers]
+    assert all("frontier: cannot start: " in log for log in logs), logs
+    # The side that checks the other's hello first names the field; the other, the peer.
+    assert any("the cluster secret does not match" in log for log in logs), logs
+    assert any("process 0 (127.0.0.1:" in log for log in logs) or all(
+        "the cluster secret does not match" in log for log in logs
+    ), logs
