@@ -264,6 +264,7 @@ class DataflowManager:
             cluster.peers,
             cluster.secret,
             cluster.startup_timeout,
+            bind=self.settings.host,
         )
         return await connect(spec)
 

@@ -90,6 +90,9 @@ class ClusterSpec:
     peers: tuple[tuple[str, int], ...]
     secret: bytes
     startup_timeout: float = 30.0
+    bind: str | None = None
+    """The address to listen on (``None``: this process's own entry in ``peers``). A pod
+    listens on ``0.0.0.0`` while its peers reach it by a name that may not resolve yet."""
 
     def __post_init__(self) -> None:
         if self.processes < 1 or len(self.peers) != self.processes:
@@ -444,7 +447,7 @@ async def connect(
                 await accepted.put(error)
 
     host, port = spec.peers[spec.index]
-    server = await asyncio.start_server(on_accept, host, port, reuse_address=True)
+    server = await asyncio.start_server(on_accept, spec.bind or host, port, reuse_address=True)
     try:
         for peer in range(spec.index):
             links[peer] = await _dial(spec, peer, deadline)
