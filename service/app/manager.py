@@ -297,26 +297,24 @@ class DataflowManager:
         return self.batch_decoder(raw)
 
     async def _recover(self, stored: list[Any]) -> None:
-        """Build every stored dataflow again, in creation order, and replay its inputs."""
+        """Build every stored dataflow again, in creation order, and replay its inputs.
+
+        In a cluster every process holds the same catalogue (each stored every dataflow as
+        it was created, and every failure): process 0 issues the creates, in that order, and
+        every process, once a dataflow runs everywhere, replays the inputs it holds.
+        """
         began = wallclock.perf_counter()
         store = self.store
         assert store is not None
         try:
-            for dataflow in stored:
-                record = DataflowRecord(
-                    dataflow.id,
-                    dataflow.tenant,
-                    dataflow.name,
-                    dataflow.graph,
-                    self.compile(dataflow.graph),
-                    created_at=dataflow.created_at,
-                    truncated_before=dataflow.truncated_before,
-                )
-                self.dataflows[record.id] = record
-                if dataflow.status == "failed":
-                    record.status, record.error = "failed", dataflow.error
+            records = [self._stored_record(dataflow) for dataflow in stored]
+            for record in records:
+                if record.status == "failed":
                     continue
-                await self._command("create", record)
+                if self.process == 0:
+                    await self._command("create", record, self._payload(record))
+                else:
+                    await self._until_running(record)
                 if record.truncated_before > 0:
                     # Times before it were forgotten by every output, and are not replayed.
                     for forgetting in record.outputs.values():
@@ -342,6 +340,35 @@ class DataflowManager:
             self.replayed.records,
             self.recovery_seconds,
         )
+
+    def _stored_record(self, dataflow: Any) -> DataflowRecord:
+        """A stored dataflow's record, known before any command about it arrives."""
+        record = DataflowRecord(
+            dataflow.id,
+            dataflow.tenant,
+            dataflow.name,
+            dataflow.graph,
+            self.compile(dataflow.graph),
+            created_at=dataflow.created_at,
+            truncated_before=dataflow.truncated_before,
+        )
+        self.dataflows[record.id] = record
+        if dataflow.status == "failed":
+            record.status, record.error = "failed", dataflow.error
+        return record
+
+    def _payload(self, record: DataflowRecord) -> Any:
+        """What a create carries: in a cluster, the dataflow, so every process can build it."""
+        if self.processes == 1:
+            return None
+        return (record.tenant, record.name, record.graph, record.created_at)
+
+    async def _until_running(self, record: DataflowRecord) -> None:
+        """Wait until process 0's create of ``record`` is done everywhere (recovery)."""
+        while record.status == "creating":
+            if self._failure is not None:
+                raise RuntimeError(f"the service stopped: {self.failure}")
+            await asyncio.sleep(0.01)
 
     async def _expire_loop(self) -> None:
         """Expire staged transactions left ``staged_transaction_seconds``, all along.
@@ -791,11 +818,8 @@ class DataflowManager:
             except OSError as error:
                 raise self.store.refused(error, "the dataflow cannot be stored") from None
         self.dataflows[record.id] = record
-        payload = None
-        if self.processes > 1:
-            payload = (tenant, record.name, document, record.created_at)
         try:
-            await self._command("create", record, payload)
+            await self._command("create", record, self._payload(record))
         except BaseException:
             if self.store is not None:
                 self.store.drop(record.id)

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from api.client import AsyncClient
+from api.client.client import AsyncSession
 from service.runtime import stable_hash
 from tests.e2e.conftest import (
     REPO,
@@ -47,10 +48,19 @@ SECRET = "a secret the tests share"
 
 
 def start_cluster(
-    workdir: Path, processes: int, workers: int = 1, secrets: list[str] | None = None
+    workdir: Path,
+    processes: int,
+    workers: int = 1,
+    secrets: list[str] | None = None,
+    ports: list[int] | None = None,
+    durability: str = "none",
 ) -> list[Server]:
-    """``processes`` servers forming one cluster (not waited for: see :func:`ready`)."""
-    ports = free_ports(2 * processes)
+    """``processes`` servers forming one cluster (not waited for: see :func:`ready`).
+
+    ``ports`` (the APIs' then the fabric's) start a cluster again where one ran before, with
+    the same data directories.
+    """
+    ports = ports or free_ports(2 * processes)
     apis, fabric = ports[:processes], ports[processes:]
     peers = ",".join(f"127.0.0.1:{port}" for port in fabric)
     addresses = ",".join(f"127.0.0.1:{port}" for port in apis)
@@ -60,10 +70,10 @@ def start_cluster(
         env["PYTHONPATH"] = str(REPO)
         env["PYTHONUNBUFFERED"] = "1"
         env["FRONTIER_CLUSTER_SECRET"] = secrets[index] if secrets else SECRET
-        log = workdir / f"process-{index}.log"
+        log = workdir / f"process-{index}-{apis[index]}-{time.monotonic_ns()}.log"
         command = [sys.executable, "-m", "api", "serve", "--host", "127.0.0.1"]
         command += ["--port", str(apis[index]), "--workers", str(workers)]
-        command += ["--data-dir", str(workdir / f"data-{index}"), "--durability", "none"]
+        command += ["--data-dir", str(workdir / f"data-{index}"), "--durability", durability]
         command += ["--processes", str(processes), "--process", str(index)]
         command += ["--peers", peers, "--apis", addresses, "--log-format", "text"]
         with log.open("wb") as out:
@@ -105,8 +115,8 @@ def cluster(tmp_path: Path) -> Iterator[Any]:
     """Start clusters of a test's own; every process is stopped when the test ends."""
     started: list[Server] = []
 
-    def start(processes: int, workers: int = 1, secrets: list[str] | None = None) -> Any:
-        servers = start_cluster(tmp_path, processes, workers, secrets)
+    def start(processes: int, workers: int = 1, **options: Any) -> Any:
+        servers = start_cluster(tmp_path, processes, workers, **options)
         started.extend(servers)
         return servers
 
@@ -219,6 +229,49 @@ async def test_a_producer_socket_at_a_process_without_the_input_is_relayed(clust
         await watch.aclose()
         assert [(t, r) async for t, r in client.times(df, "out")] == [
             (0, [{"key": "x", "count": 2}])
+        ]
+
+
+async def test_the_whole_cluster_started_again_recovers_every_acknowledged_push(
+    cluster: Any,
+) -> None:
+    ports = free_ports(4)
+    servers = cluster(2, durability="fsync", ports=ports)
+    ready(servers)
+    owner = holder(2, 1, "words")
+    batch = [[0, "a"], [0, "b"], [0, "a"], [1, "c"]]
+    async with AsyncClient(servers[1 - owner].url) as client:
+        df = (await client.create_dataflow(WORDS_COUNT, "counts"))["id"]
+        session = await client.session(df, "words")
+        assert (await session.push(batch))["applied"] == 4
+        assert (await session.advance(1))["input_frontier"] == [1]
+        watch = Frames(client.frontiers(df))
+        await watch.until(lambda e: e == frontier("output:out", 1))
+        await watch.aclose()
+    # The process holding the input is killed: the other stops, naming it.
+    servers[owner].process.send_signal(signal.SIGKILL)
+    assert wait_exit(servers[1 - owner], 10.0) == 1, servers[1 - owner].log_tail()
+    assert wait_exit(servers[owner], 10.0) == -signal.SIGKILL
+    again = cluster(2, durability="fsync", ports=ports)
+    ready(again)
+    for server in again:
+        async with AsyncClient(server.url) as client:
+            shown = await client.dataflow(df)
+            assert (shown["name"], shown["status"]) == ("counts", "running")
+            read = [(t, sorted(r, key=by_key)) async for t, r in client.times(df, "out")]
+            assert read == [(0, [{"key": "a", "count": 2}, {"key": "b", "count": 1}])]
+    async with AsyncClient(again[1 - owner].url) as client:
+        resumed = AsyncSession(client, f"/v1/dataflows/{df}/inputs/words", session.id, 1)
+        # The acknowledged push, sent again, is recognised: applied once in all.
+        assert (await resumed.push(batch, seq=1))["applied"] == 4
+        assert (await resumed.advance(2))["input_frontier"] == [2]
+        watch = Frames(client.frontiers(df))
+        await watch.until(lambda e: e == frontier("output:out", 2))
+        await watch.aclose()
+        read = [(t, sorted(r, key=by_key)) async for t, r in client.times(df, "out")]
+        assert read == [
+            (0, [{"key": "a", "count": 2}, {"key": "b", "count": 1}]),
+            (1, [{"key": "c", "count": 1}]),
         ]
 
 
