@@ -1,26 +1,42 @@
 """``Barrier``: no worker passes a round before every worker has arrived at it.
 
-Workers arrive after different, seeded random delays; a shared log of ``(event, worker,
-round)`` records arrivals and passes in the order they happen on the one event loop. While
-they wait, a second dataflow on the same workers (an exchange and a count per time, fed
-before each arrival) must keep making progress: during the rounds the workers step only
-inside ``wait()``.
+Workers arrive after different, seeded random delays; each logs ``(event, worker, round)``
+for its arrivals and passes, stamped with the system-wide monotonic clock, and the logs
+merged in stamp order give the order they happened in, within one process or across
+processes of one machine (a pass is caused by every arrival, through the dataflow, so it is
+stamped later). While they wait, a second dataflow on the same workers (an exchange and a
+count per time, fed before each arrival) must keep making progress: during the rounds the
+workers step only inside ``wait()``.
+
+Every test runs on one process and across processes (``tests/runtime/fabrics.py``: 3x1,
+and 2x2 for the tests of two or four workers), as module-level programs with the same exact
+expected values; progress delivered late and interleaved runs on ``ReorderingFabric`` in
+one process and on ``ReorderingClusterFabric`` across processes.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import random
+import time
 from collections import Counter
 from collections.abc import Hashable
+from functools import partial
 from itertools import pairwise
 from typing import Any
 
 import pytest
 
 from operators import Barrier, InputClosed
-from service.runtime import Fabric, Worker, execute
-from tests.runtime.harness import ReorderingFabric, within
+from service.runtime import Worker, execute
+from tests.runtime.fabrics import Clusters, Layout, layouts
+from tests.runtime.harness import (
+    ReorderingClusterFabric,
+    ReorderingFabric,
+    check_cluster_delivery,
+    within,
+)
 
 ROUNDS = 100
 
@@ -42,109 +58,151 @@ def check_log(log: Log, peers: int, rounds: int) -> None:
         assert mine == [(e, r) for r in range(1, rounds + 1) for e in ("arrived", "passed")]
 
 
-async def run_rounds(
-    peers: int, seed: int, fabric: Fabric | None = None, rounds: int = ROUNDS
-) -> tuple[Log, list[Any]]:
-    log: Log = []
+_ORDER = itertools.count()
+"""Ties of the clock within one process: the order of events there."""
 
-    async def work(worker: Worker) -> tuple[list[Any], list[Any], list[Any]]:
-        rng = random.Random(f"{seed}/{worker.index}")
-        counted: list[tuple[Hashable, int]] = []
 
-        def build(scope: Any) -> Any:
-            handle, stream = scope.new_input("Counter")
-            counts = stream.exchange(lambda r: r).count()
-            return handle, counts.inspect_batch(lambda t, r: counted.append((t, sum(r)))).probe()
+def stamp() -> tuple[int, int]:
+    """When an event happens: the system-wide monotonic clock (every process of one machine
+    reads the same one; a pass is caused by every arrival, through the dataflow, so it is
+    later), then the order within this process."""
+    return time.monotonic_ns(), next(_ORDER)
 
-        counter, counter_probe = worker.dataflow(build)
-        barrier = Barrier(worker)
+
+async def rounds_program(worker: Worker, seed: int, rounds: int) -> tuple[Any, ...]:
+    """Arrive at ``rounds`` rounds after random delays, feeding another dataflow meanwhile."""
+    log: list[tuple[tuple[int, int], str, int, int]] = []
+    rng = random.Random(f"{seed}/{worker.index}")
+    counted: list[tuple[Hashable, int]] = []
+
+    def build(scope: Any) -> Any:
+        handle, stream = scope.new_input("Counter")
+        counts = stream.exchange(lambda r: r).count()
+        return handle, counts.inspect_batch(lambda t, r: counted.append((t, sum(r)))).probe()
+
+    counter, counter_probe = worker.dataflow(build)
+    barrier = Barrier(worker)
+    assert barrier.reached()
+    frontiers: list[Any] = []
+    for round_ in range(1, rounds + 1):
+        delay = rng.choice([0.0, 0.0, 0.0, 1e-4, 3e-4 * worker.index])
+        await asyncio.sleep(delay)
+        counter.send_batch(range(worker.index + 1))
+        counter.advance_to(round_)
+        log.append((stamp(), "arrived", worker.index, round_))
+        await barrier.wait()
+        log.append((stamp(), "passed", worker.index, round_))
+        assert barrier.round == round_
         assert barrier.reached()
-        frontiers: list[Any] = []
-        for round_ in range(1, rounds + 1):
-            delay = rng.choice([0.0, 0.0, 0.0, 1e-4, 3e-4 * worker.index])
-            await asyncio.sleep(delay)
-            counter.send_batch(range(worker.index + 1))
-            counter.advance_to(round_)
-            log.append(("arrived", worker.index, round_))
-            await barrier.wait()
-            log.append(("passed", worker.index, round_))
-            assert barrier.round == round_
-            assert barrier.reached()
-            frontiers.append(counter_probe.frontier())
-        # Until here this worker stepped only inside ``wait()``.
-        during_waits = list(counted)
-        counter.close()
-        await worker.step_while(lambda: not counter_probe.done())
-        return counted, during_waits, frontiers
+        frontiers.append(counter_probe.frontier())
+    # Until here this worker stepped only inside ``wait()``.
+    during_waits = list(counted)
+    counter.close()
+    await worker.step_while(lambda: not counter_probe.done())
+    return log, counted, during_waits, frontiers
 
-    results = await within(execute(work, workers=peers, fabric=fabric), 10)
+
+def check_rounds(results: list[Any], peers: int, rounds: int) -> Log:
+    """The other dataflow's counts and progress; every worker's events in the order they
+    happened (by :func:`stamp`)."""
     # The other dataflow completed every time, with every worker's records (each worker
     # counts the records exchanged to it) ...
     totals: Counter[Hashable] = Counter()
-    for counted, _, _ in results:
-        for time, n in counted:
-            totals[time] += n
+    for _, counted, _, _ in results:
+        for t, n in counted:
+            totals[t] += n
     assert sorted(totals.items()) == [(t, peers * (peers + 1) // 2) for t in range(rounds)]
-    for counted, during_waits, frontiers in results:
+    for _, counted, during_waits, frontiers in results:
         assert len({t for t, _ in counted}) == len(counted)
         # ... and it made progress while the workers were waiting at the barrier.
         assert len(during_waits) >= rounds // 2, (len(during_waits), rounds)
         assert all(a.dominates(b) for a, b in pairwise(frontiers))
-    return log, results
+    events = sorted(event for log, _, _, _ in results for event in log)
+    return [(event, worker, round_) for _, event, worker, round_ in events]
 
 
-@pytest.mark.parametrize("peers", [1, 2, 3])
-async def test_no_worker_passes_a_round_before_all_arrived(peers: int) -> None:
-    log, _ = await run_rounds(peers, seed=peers)
-    check_log(log, peers, ROUNDS)
+@pytest.mark.parametrize("layout", layouts(1, 2, 3, 4))
+async def test_no_worker_passes_a_round_before_all_arrived(
+    layout: Layout, clusters: Clusters
+) -> None:
+    peers = layout.peers
+    results = await clusters.run(layout, rounds_program, peers, ROUNDS)
+    check_log(check_rounds(results, peers, ROUNDS), peers, ROUNDS)
 
 
 @pytest.mark.parametrize("peers", [2, 3])
 async def test_barrier_with_progress_delivered_late_and_interleaved(peers: int) -> None:
     for seed in range(5):
         async with ReorderingFabric(peers, random.Random(seed)) as fabric:
-            log, _ = await run_rounds(peers, seed, fabric, rounds=20)
+
+            async def work(worker: Worker, seed: int = seed) -> Any:
+                return await rounds_program(worker, seed, 20)
+
+            results = await within(execute(work, workers=peers, fabric=fabric), 10)
         fabric.check()
-        check_log(log, peers, 20)
+        check_log(check_rounds(results, peers, 20), peers, 20)
 
 
-@pytest.mark.parametrize("peers", [1, 3])
-async def test_advance_does_not_block_and_reached_needs_steps(peers: int) -> None:
-    async def work(worker: Worker) -> list[bool]:
-        barrier = Barrier(worker)
-        seen = [barrier.reached()]
-        barrier.advance()
-        # The arrival is heard only through the dataflow, once the worker steps.
-        seen.append(barrier.reached())
-        await worker.step_while(lambda: not barrier.reached())
-        seen.append(barrier.reached())
+@pytest.mark.parametrize("layout", [Layout(3, 1), Layout(2, 2)], ids=str)
+async def test_barrier_across_processes_with_progress_late_and_interleaved(
+    layout: Layout, clusters: Clusters
+) -> None:
+    """Each process delivers progress (its own workers' and the others') late and
+    interleaved, FIFO per sender (``ReorderingClusterFabric``)."""
+    for seed in range(3):
+        fabric = partial(ReorderingClusterFabric, seed=seed)
+        results, summaries = await clusters.run_on_fabric(layout, fabric, rounds_program, seed, 20)
+        check_cluster_delivery(summaries, layout.peers)
+        check_log(check_rounds(results, layout.peers, 20), layout.peers, 20)
+
+
+async def advance_then_reached(worker: Worker) -> list[bool]:
+    barrier = Barrier(worker)
+    seen = [barrier.reached()]
+    barrier.advance()
+    # The arrival is heard only through the dataflow, once the worker steps.
+    seen.append(barrier.reached())
+    await worker.step_while(lambda: not barrier.reached())
+    seen.append(barrier.reached())
+    await barrier.wait()
+    seen.append(barrier.round == 2)
+    return seen
+
+
+@pytest.mark.parametrize("layout", layouts(1, 3))
+async def test_advance_does_not_block_and_reached_needs_steps(
+    layout: Layout, clusters: Clusters
+) -> None:
+    results = await clusters.run(layout, advance_then_reached)
+    assert results == [[True, False, True, True]] * layout.peers
+
+
+async def leave_early(worker: Worker) -> int:
+    barrier = Barrier(worker)
+    for _ in range(3 if worker.index == 0 else 10):
         await barrier.wait()
-        seen.append(barrier.round == 2)
-        return seen
-
-    assert await within(execute(work, workers=peers)) == [[True, False, True, True]] * peers
+    return barrier.round
 
 
-async def test_a_finished_worker_no_longer_holds_the_others() -> None:
+@pytest.mark.parametrize("layout", layouts(3))
+async def test_a_finished_worker_no_longer_holds_the_others(
+    layout: Layout, clusters: Clusters
+) -> None:
     # Worker 0 leaves after 3 rounds: its ``fn`` returns, ``on_finish`` closes its barrier,
     # and the others pass the later rounds without it.
-    async def work(worker: Worker) -> int:
-        barrier = Barrier(worker)
-        for _ in range(3 if worker.index == 0 else 10):
-            await barrier.wait()
-        return barrier.round
-
-    assert await within(execute(work, workers=3)) == [3, 10, 10]
+    assert await clusters.run(layout, leave_early) == [3, 10, 10]
 
 
-async def test_closed_barrier_cannot_advance() -> None:
-    async def work(worker: Worker) -> None:
-        barrier = Barrier(worker)
-        await barrier.wait()
-        barrier.close()
-        barrier.close()
-        with pytest.raises(InputClosed):
-            barrier.advance()
-        assert barrier.reached()
+async def close_twice(worker: Worker) -> bool:
+    barrier = Barrier(worker)
+    await barrier.wait()
+    barrier.close()
+    barrier.close()
+    with pytest.raises(InputClosed):
+        barrier.advance()
+    return barrier.reached()
 
-    await within(execute(work, workers=2))
+
+@pytest.mark.parametrize("layout", layouts(2, 4))
+async def test_closed_barrier_cannot_advance(layout: Layout, clusters: Clusters) -> None:
+    assert await clusters.run(layout, close_twice) == [True] * layout.peers
