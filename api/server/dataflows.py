@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from aiohttp import web
 
 from api.codec import dataflow_json, summary_json
 from api.graph_model import check_graph_body, graph_spec
 from api.models import CreateDataflow
 from api.server.context import manager_of, tenant_of
+from api.server.forward import from_holders
 from api.server.http import flag, json_response, parse, read_body
 from api.server.paging import decode_cursor, encode_cursor, limit_param
 from service.app import BadRequest, describe_catalogue
@@ -68,7 +71,24 @@ async def get_dataflow(request: web.Request) -> web.Response:
     manager = manager_of(request)
     record = manager.get(tenant_of(request), request.match_info["id"])
     operators = flag(request, "operators")
-    return json_response(dataflow_json(manager.describe(record, operators=operators)))
+    described = dataflow_json(manager.describe(record, operators=operators))
+    # In a cluster, an input another process holds is described as that process sees it.
+    names = record.summary().inputs
+    held = await from_holders(request, record.id, names)
+    if held:
+        local = described["inputs"]
+        described["inputs"] = {name: local.get(name) or _described(held[name]) for name in names}
+    return json_response(described)
+
+
+def _described(view: Any) -> dict[str, Any]:
+    """An input as a dataflow's description shows it, from its holder's ``GET`` answer."""
+    return {
+        "frontier": view["frontier"],
+        "sessions": len(view["sessions"]),
+        "records_in": view["records_in"],
+        "closed": view["closed"],
+    }
 
 
 async def delete_dataflow(request: web.Request) -> web.Response:

@@ -17,8 +17,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import aiohttp
+import orjson
 from aiohttp import WSMsgType, web
 
 from api.server.context import MANAGER, SETTINGS
@@ -108,6 +110,39 @@ async def forward_middleware(request: web.Request, handler: Handler) -> web.Stre
         ) from None
 
 
+async def from_holders(request: web.Request, dataflow: str, names: list[str]) -> dict[str, Any]:
+    """What the processes holding a dataflow's inputs ``names`` say of each (``GET`` input).
+
+    A dataflow's description at any process shows every input as its holder sees it; the
+    request's own headers (its token) go with each question.
+    """
+    manager = request.app[MANAGER]
+    cluster = request.app[SETTINGS].cluster
+    asked = {name: manager.input_process(dataflow, name) for name in names}
+    remote = {name: process for name, process in asked.items() if process is not None}
+    if cluster is None or not remote:
+        return {}
+    headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP_BY_HOP}
+    headers[FORWARDED] = str(manager.process)
+    client = _client(request.app)
+
+    async def ask(name: str, process: int) -> Any:
+        url = f"http://{cluster.apis[process]}/v1/dataflows/{dataflow}/inputs/{name}"
+        try:
+            async with client.get(url, headers=headers) as answer:
+                answer.raise_for_status()
+                return orjson.loads(await answer.read())
+        except (TimeoutError, aiohttp.ClientError) as error:
+            raise Unavailable(
+                f"process {process} ({cluster.apis[process]}), which holds input {name!r}, "
+                f"cannot be reached: {str(error) or type(error).__name__}",
+                retry_after=1,
+            ) from None
+
+    answers = await asyncio.gather(*(ask(name, p) for name, p in remote.items()))
+    return dict(zip(remote, answers, strict=True))
+
+
 def _client(app: web.Application) -> aiohttp.ClientSession:
     """The app's one client to its peers (made on first use, closed with the app)."""
     client = app.get(CLIENT)
@@ -188,4 +223,4 @@ async def _relay(
     return ws
 
 
-__all__ = ["FORWARDED", "close_client", "forward_middleware"]
+__all__ = ["FORWARDED", "close_client", "forward_middleware", "from_holders"]

@@ -529,6 +529,10 @@ class DataflowManager:
             if worker is self._workers[0]:
                 self._acknowledged(dataflow_id, payload)
             return
+        if kind == "consumer":
+            if worker is self._workers[0]:
+                self._consumer_elsewhere(dataflow_id, payload)
+            return
         if kind == "drop":
             # The index travels with the command: the record may be gone already.
             worker.drop_dataflow(index)
@@ -922,7 +926,12 @@ class DataflowManager:
     def commit_consumer(
         self, tenant: str, dataflow_id: str, name: str, consumer: str, committed: Hashable | None
     ) -> ConsumerView:
-        """Register a reader of an output and what it has read (stored before it counts)."""
+        """Register a reader of an output and what it has read (stored before it counts).
+
+        In a cluster the commit is applied here at once and sent to the other processes
+        through the sequencer, so each output's readers, and what it may forget, are the
+        same on every process.
+        """
         log_ = self.output(tenant, dataflow_id, name)
         if self.store is not None:
             # Stored first: a commit that is not durable must not let the output forget.
@@ -931,7 +940,9 @@ class DataflowManager:
                 self.store.catalogue.commit_consumer(dataflow_id, name, consumer, after)
             except OSError as error:
                 raise self.store.refused(error, "the commit cannot be stored") from None
-        return log_.commit(consumer, committed)
+        view = log_.commit(consumer, committed)
+        self._tell_consumer(dataflow_id, (name, consumer, True, view.committed))
+        return view
 
     def forget_consumer(self, tenant: str, dataflow_id: str, name: str, consumer: str) -> bool:
         """Unregister a reader of an output; whether it was registered."""
@@ -943,7 +954,35 @@ class DataflowManager:
                 self.store.catalogue.forget_consumer(dataflow_id, name, consumer)
             except OSError as error:
                 raise self.store.refused(error, "the consumer cannot be forgotten") from None
+        self._tell_consumer(dataflow_id, (name, consumer, False, None))
         return log_.forget_consumer(consumer)
+
+    def _tell_consumer(self, dataflow_id: str, change: tuple[str, str, bool, Any]) -> None:
+        """In a cluster, send a consumer's commit (or its end) to the other processes."""
+        record = self.dataflows.get(dataflow_id)
+        if self.processes > 1 and record is not None:
+            self._sequencers[0].push(
+                ("consumer", dataflow_id, record.index, (*change, self.process))
+            )
+
+    def _consumer_elsewhere(
+        self, dataflow_id: str, payload: tuple[str, str, bool, Any, int]
+    ) -> None:
+        """Apply a consumer's commit (or its end) made at another process, and store it."""
+        name, consumer, registered, committed, origin = payload
+        record = self.dataflows.get(dataflow_id)
+        log_ = record.outputs.get(name) if record is not None else None
+        if origin == self.process or log_ is None:
+            return
+        if self.store is not None:
+            if registered:
+                self.store.catalogue.commit_consumer(dataflow_id, name, consumer, committed)
+            else:
+                self.store.catalogue.forget_consumer(dataflow_id, name, consumer)
+        if registered:
+            log_.commit(consumer, committed)
+        else:
+            log_.forget_consumer(consumer)
 
     def store_stats(self) -> StoreStats | None:
         """What the metrics show of the data directory (``None`` without one)."""

@@ -10,6 +10,7 @@ process whose secret differs is refused at start-up.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
@@ -196,6 +197,22 @@ async def test_submit_at_one_push_at_another_subscribe_at_a_third(cluster: Any) 
             ]
         for frames in frontiers:
             await frames.aclose()
+        # Every process describes the dataflow alike, its input as the holder sees it.
+        described = []
+        for server in servers:
+            async with AsyncClient(server.url) as client:
+                shown = await client.dataflow(df, operators=False)
+                described.append((shown["inputs"], shown["outputs"]))
+        assert (
+            described
+            == [
+                (
+                    {"words": {"frontier": [2], "sessions": 1, "records_in": 4, "closed": False}},
+                    {"out": {"frontier": [2], "records_out": 3}},
+                )
+            ]
+            * 3
+        )
         # Every process holds the whole output.
         for server in servers:
             async with AsyncClient(server.url) as client:
@@ -273,6 +290,37 @@ async def test_the_whole_cluster_started_again_recovers_every_acknowledged_push(
             (0, [{"key": "a", "count": 2}, {"key": "b", "count": 1}]),
             (1, [{"key": "c", "count": 1}]),
         ]
+
+
+async def test_a_consumer_committed_at_one_process_is_known_at_every_one(cluster: Any) -> None:
+    servers = cluster(3)
+    ready(servers)
+    async with AsyncClient(servers[0].url) as first, AsyncClient(servers[2].url) as last:
+        df = (await first.create_dataflow(WORDS_COUNT))["id"]
+        assert await first.commit_consumer(df, "out", "spark", 0) == {
+            "consumer": "spark",
+            "committed": 0,
+            "frontier": [0],
+        }
+        # Applied at the other processes through the sequencer: seen there soon after.
+        for server in servers:
+            async with AsyncClient(server.url) as client:
+                await until_consumers(client, df, [{"consumer": "spark", "committed": 0}])
+        await last.forget_consumer(df, "out", "spark")
+        for server in servers:
+            async with AsyncClient(server.url) as client:
+                await until_consumers(client, df, [])
+
+
+async def until_consumers(client: AsyncClient, df: str, expected: list[Any]) -> None:
+    """Wait until the output's consumers are ``expected`` (at most 5 s)."""
+    deadline = time.monotonic() + 5.0
+    while True:
+        shown = await client.request("GET", f"/v1/dataflows/{df}/outputs/out")
+        if shown["consumers"] == expected or time.monotonic() > deadline:
+            assert shown["consumers"] == expected
+            return
+        await asyncio.sleep(0.02)
 
 
 # --------------------------------------------------------------------------- failures
