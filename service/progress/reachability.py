@@ -72,6 +72,10 @@ class CycleError(ValueError):
         shown = ", ".join(f"{a}->{b}" for a, b in transitions)
         super().__init__(f"cycle without timestamp increment through: {shown}")
 
+    def __reduce__(self) -> tuple[type[CycleError], tuple[list[tuple[Location, Location]]]]:
+        # Pickled as its transitions, not its message (a cluster process sends it on).
+        return (type(self), (self.transitions,))
+
 
 @dataclass(frozen=True, slots=True)
 class Holder:
