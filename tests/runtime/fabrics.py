@@ -168,6 +168,11 @@ class ClusterPool:
             raise AssertionError(
                 f"a run on {self.layout} {what} within {timeout:g} s; stderr:\n{stderr}"
             ) from None
+        except BaseException:
+            # A reply that does not unpickle here: the other replies are left unread, so
+            # these children cannot serve the next run (it would read this run's replies).
+            self.kill()
+            raise
         return replies
 
     def _stderr(self, marks: list[int]) -> str:
