@@ -4,6 +4,12 @@ Capabilities moved backwards, used after being dropped or on the wrong output, i
 capabilities stretched past what their input's summary allows, inputs advanced backwards or
 used after closing, cycles that do not advance time, exceptions in operators, and a worker
 that has nothing to do (it must wait, not spin).
+
+The tests with several workers run on one process and across processes
+(``tests/runtime/fabrics.py``: 3x1, and 2x2 for two workers) as module-level programs with
+the same exact expected values: across processes the failing worker's own exception is
+raised, not the ``PeerLost`` it causes elsewhere, and a parked worker counts its own rounds
+(patched on its instance, so a child process counts its own workers).
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import pytest
 from operators import CapabilityError, InputClosed, OperatorBuilder
 from service.progress import CycleError, Product, Source, Target
 from service.runtime import Fabric, Worker, execute
+from tests.runtime.fabrics import Clusters, Layout, layouts
 from tests.runtime.harness import within
 
 
@@ -333,14 +340,15 @@ def test_hand_built_cycle_with_increment_is_accepted() -> None:
     build_alone(lambda scope: hand_built_cycle(scope, 1))
 
 
-async def test_cycle_error_ends_execute() -> None:
+async def build_a_cycle(worker: Worker) -> None:
+    worker.dataflow(lambda scope: hand_built_cycle(scope, 0))
+
+
+@pytest.mark.parametrize("layout", layouts(2, 4))
+async def test_cycle_error_ends_execute(layout: Layout, clusters: Clusters) -> None:
     before = asyncio.all_tasks()
-
-    async def work(worker: Worker) -> None:
-        worker.dataflow(lambda scope: hand_built_cycle(scope, 0))
-
     with pytest.raises(CycleError, match="cycle without timestamp increment"):
-        await within(execute(work, workers=2))
+        await clusters.run(layout, build_a_cycle)
     assert asyncio.all_tasks() == before
 
 
@@ -389,106 +397,121 @@ class Boom(Exception):
     pass
 
 
-@pytest.mark.parametrize("workers", [1, 3])
+async def explode_on(worker: Worker, where: str) -> None:
+    culprit = worker.peers - 1
+
+    def explode(x: int) -> int:
+        raise Boom(f"bad record {x} on worker {worker.index}")
+
+    def build(scope: Any) -> Any:
+        handle, stream = scope.new_input()
+        return handle, stream.map(explode).probe()
+
+    handle, probe = worker.dataflow(build)
+    if where == "every worker":
+        handle.send(7)
+    elif worker.index == culprit:
+        await asyncio.sleep(0.01)  # the others are parked, waiting for this one
+        handle.send(7)
+    handle.advance_to(1)
+    await worker.step_while(lambda: probe.less_than(1))
+
+
+@pytest.mark.parametrize("layout", layouts(1, 3))
 @pytest.mark.parametrize("where", ["every worker", "last worker only"])
-async def test_operator_exception_ends_execute_and_leaves_no_task(workers: int, where: str) -> None:
+async def test_operator_exception_ends_execute_and_leaves_no_task(
+    layout: Layout, where: str, clusters: Clusters
+) -> None:
+    """Across processes the failing process's error is raised, not the others' PeerLost."""
     before = asyncio.all_tasks()
-    culprit = workers - 1
-
-    async def work(worker: Worker) -> None:
-        def explode(x: int) -> int:
-            raise Boom(f"bad record {x} on worker {worker.index}")
-
-        def build(scope: Any) -> Any:
-            handle, stream = scope.new_input()
-            return handle, stream.map(explode).probe()
-
-        handle, probe = worker.dataflow(build)
-        if where == "every worker":
-            handle.send(7)
-        elif worker.index == culprit:
-            await asyncio.sleep(0.01)  # the others are parked, waiting for this one
-            handle.send(7)
-        handle.advance_to(1)
-        await worker.step_while(lambda: probe.less_than(1))
-
     with pytest.raises(Boom) as caught:
-        await within(execute(work, workers=workers))
+        await clusters.run(layout, explode_on, where)
     assert type(caught.value) is Boom  # the exception itself, not a group
     if where == "every worker":
         assert re.fullmatch(r"bad record 7 on worker \d", str(caught.value))
     else:
-        assert str(caught.value) == f"bad record 7 on worker {culprit}"
+        assert str(caught.value) == f"bad record 7 on worker {layout.peers - 1}"
     assert asyncio.all_tasks() == before
 
 
-@pytest.mark.parametrize("workers", [1, 3])
-async def test_exception_in_worker_function_ends_execute(workers: int) -> None:
+async def fail_in_function(worker: Worker) -> None:
+    handle, probe = worker.dataflow(lambda scope: (lambda h, s: (h, s.probe()))(*scope.new_input()))
+    if worker.index == 0:
+        await asyncio.sleep(0.01)
+        raise Boom("worker function failed")
+    handle.advance_to(1)
+    await worker.step_while(lambda: probe.less_than(1))
+
+
+@pytest.mark.parametrize("layout", layouts(1, 3))
+async def test_exception_in_worker_function_ends_execute(
+    layout: Layout, clusters: Clusters
+) -> None:
     before = asyncio.all_tasks()
-
-    async def work(worker: Worker) -> None:
-        handle, probe = worker.dataflow(
-            lambda scope: (lambda h, s: (h, s.probe()))(*scope.new_input())
-        )
-        if worker.index == 0:
-            await asyncio.sleep(0.01)
-            raise Boom("worker function failed")
-        handle.advance_to(1)
-        await worker.step_while(lambda: probe.less_than(1))
-
-    with pytest.raises(Boom, match=r"^worker function failed$"):
-        await within(execute(work, workers=workers))
+    with pytest.raises(Boom) as caught:
+        await clusters.run(layout, fail_in_function)
+    assert str(caught.value) == "worker function failed"
     assert asyncio.all_tasks() == before
 
 
 # ---------------------------------------------------------------------- parking
 
 
-def count_steps(monkeypatch: pytest.MonkeyPatch) -> dict[int, int]:
-    calls: dict[int, int] = {}
-    original = Worker.step_nowait
+PARKED = 20
+"""At most this many rounds for a worker that waits 60 ms for the others, or for the
+dataflow to complete once its function returned: a few per progress message it receives.
+One that spins instead runs thousands."""
 
-    def counting(self: Worker) -> bool:
-        calls[self.index] = calls.get(self.index, 0) + 1
-        return original(self)
 
-    monkeypatch.setattr(Worker, "step_nowait", counting)
+def count_steps(worker: Worker) -> dict[str, int]:
+    """Count this worker's rounds (``step_nowait`` calls), into the dict returned."""
+    calls = {"steps": 0}
+    original = worker.step_nowait
+
+    def counting() -> bool:
+        calls["steps"] += 1
+        return original()
+
+    worker.step_nowait = counting  # type: ignore[method-assign]
     return calls
 
 
-async def test_waiting_worker_parks(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Worker 1 waits ~50 ms for worker 0's input: it must wait, not spin."""
-    calls = count_steps(monkeypatch)
-    during: list[int] = []
-
-    async def work(worker: Worker) -> None:
-        handle, probe = worker.dataflow(
-            lambda scope: (lambda h, s: (h, s.probe()))(*scope.new_input())
-        )
-        if worker.index == 0:
-            await asyncio.sleep(0.01)
-            start = calls.get(1, 0)
-            await asyncio.sleep(0.05)
-            during.append(calls.get(1, 0) - start)
-        handle.advance_to(1)
-        await worker.step_while(lambda: probe.less_than(1))
-
-    await within(execute(work, workers=2))
-    assert during[0] < 10, during
+async def wait_for_worker_zero(worker: Worker) -> dict[str, int] | None:
+    calls = count_steps(worker)
+    handle, probe = worker.dataflow(lambda scope: (lambda h, s: (h, s.probe()))(*scope.new_input()))
+    if worker.index == 0:
+        await asyncio.sleep(0.06)
+    handle.advance_to(1)
+    await worker.step_while(lambda: probe.less_than(1))
+    return None if worker.index == 0 else calls
 
 
-async def test_finished_worker_parks_while_others_work(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Worker 0's function returns at once; it then waits for worker 1 without spinning."""
-    calls = count_steps(monkeypatch)
-    during: list[int] = []
+@pytest.mark.parametrize("layout", layouts(2, 4))
+async def test_waiting_worker_parks(layout: Layout, clusters: Clusters) -> None:
+    """The others wait 60 ms for worker 0's input (in this process or another): they must
+    wait, not spin. Each counts its own rounds over the whole run."""
+    results = await clusters.run(layout, wait_for_worker_zero)
+    assert results[0] is None
+    for calls in results[1:]:
+        assert calls is not None and calls["steps"] < PARKED, results
 
-    async def work(worker: Worker) -> None:
-        worker.dataflow(lambda scope: scope.new_input())
-        if worker.index == 1:
-            await asyncio.sleep(0.01)
-            start = calls.get(0, 0)
-            await asyncio.sleep(0.05)
-            during.append(calls.get(0, 0) - start)
 
-    await within(execute(work, workers=2))
-    assert during[0] < 10, during
+async def finish_at_once(worker: Worker) -> dict[str, int] | None:
+    calls = count_steps(worker)
+    worker.dataflow(lambda scope: scope.new_input())
+    if worker.index == 0:
+        # Returns now: from here on execute steps it until the dataflow completes, and
+        # the dict returned holds the count once the run is over.
+        calls["steps"] = 0
+        return calls
+    await asyncio.sleep(0.06)
+    return None
+
+
+@pytest.mark.parametrize("layout", layouts(2, 4))
+async def test_finished_worker_parks_while_others_work(layout: Layout, clusters: Clusters) -> None:
+    """Worker 0's function returns at once; it then waits 60 ms for the others (in this
+    process or another) without spinning: its rounds after returning are counted."""
+    results = await clusters.run(layout, finish_at_once)
+    assert results[1:] == [None] * (layout.peers - 1)
+    assert results[0]["steps"] < PARKED, results
