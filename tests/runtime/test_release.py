@@ -59,17 +59,16 @@ async def three_dataflows(worker: Worker) -> tuple[int, bool]:
 async def test_completed_dataflows_release_every_channel(
     layout: Layout, clusters: Clusters
 ) -> None:
+    expected = [(w, True) for w in range(layout.peers)]
     if layout.processes == 1:
         fabric = Fabric(layout.workers)
         before = fabric.channel_count()
-        assert await execute(three_dataflows, layout.workers, fabric) == [
-            (w, True) for w in range(layout.peers)
-        ]
+        assert await execute(three_dataflows, layout.workers, fabric) == expected
         # Three dataflows completed on every worker: none of their channels is left.
         assert (before, fabric.channel_count()) == (0, 0)
         return
     results, counts = await clusters.run_on_fabric(layout, CountingClusterFabric, three_dataflows)
-    assert results == [(w, True) for w in range(layout.peers)]
+    assert results == expected
     # In each process, as many channels as when it was formed.
     assert counts == [(0, 0)] * layout.processes
 
