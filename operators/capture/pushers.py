@@ -63,6 +63,10 @@ class CorruptEventLog(ValueError):
         self.reason = reason
         super().__init__(f"{source}: corrupt frame at offset {offset}: {reason}")
 
+    def __reduce__(self) -> tuple[type[CorruptEventLog], tuple[str, int, str]]:
+        # Pickled as its fields, not its message (a cluster process sends it on).
+        return (type(self), (self.source, self.offset, self.reason))
+
 
 class EventLink:
     """An in-memory captured stream: push on one side, read with any number of readers.
