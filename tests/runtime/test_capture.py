@@ -5,16 +5,27 @@ checks, exactly: the multiset of ``(time, record)`` that arrived, the frontiers 
 probes went through (never back, never past a time before all its records arrived, and
 through ``[5]`` when the captured inputs stopped at 5), and the final frontier. Captured
 histories are checked against the rules of ``docs/events.md`` as well.
+
+Tests with several workers run on one process and across processes
+(``tests/runtime/fabrics.py``) where the capture and the replay can meet across processes:
+in files (the capture on 3x1, the replay on 2x2, and back), or within each worker. Across
+processes, each process checks its own probes and stamps what arrived and what its probes
+passed with the system-wide monotonic clock, and the merged stamps show that no probe
+passed a time before every worker, in any process, had that time's records
+(:class:`StampedCheck`). Tests over in-memory links, or that feed a replay from the test
+while it runs, stay in one process and say so.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
 import os
 import random
 import sys
+import time as clock
 from collections import Counter
 from collections.abc import Awaitable, Callable, Hashable, Sequence
 from pathlib import Path
@@ -22,7 +33,7 @@ from typing import Any
 
 import pytest
 
-from operators import Worker, execute, run
+from operators import Barrier, Worker, execute, run
 from operators.capture import (
     CorruptEventLog,
     Event,
@@ -39,6 +50,7 @@ from operators.capture import (
 )
 from service.progress import Antichain, Product, less_equal
 from tests.runtime.capture_procs import known
+from tests.runtime.fabrics import Clusters, Layout, layouts
 from tests.runtime.harness import ReorderingFabric, SafetyLog, within
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -165,14 +177,16 @@ def sent(workers: int) -> Counter[tuple[Hashable, Hashable]]:
 
 
 def capture_work(
-    pushers: Sequence[Any], *, close: bool = True, pace: bool = False
+    pushers: Sequence[Any], *, close: bool = True, pace: bool = False, finish: bool = False
 ) -> tuple[Callable[[Worker], Awaitable[None]], list[Gate]]:
     """Each worker sends its records at 0..3 and advances to STOP; its stream, exchanged by
     record, is captured into ``pushers[index]`` (through a :class:`Gate`).
 
     With ``close=False`` the gate is sealed once the captured frontier is ``[STOP]``, before
     the inputs close. With ``pace`` each worker waits for its probe after every time and
-    yields, so a concurrent replay sees the history grow.
+    yields, so a concurrent replay sees the history grow. With ``finish`` (and ``close``)
+    the worker closes its input and steps until its captured history is complete before
+    returning (rather than leave that to ``execute``), so the pusher may be closed then.
     """
     gates = [Gate(p) for p in pushers]
 
@@ -197,6 +211,9 @@ def capture_work(
         if not close:
             await worker.step_while(lambda: gate.frontier() != [STOP])
             gate.sealed = True
+        elif finish:
+            handle.close()
+            await worker.step_while(lambda: gate.frontier() != [])
 
     return work, gates
 
@@ -297,6 +314,8 @@ def read_all(path: Path) -> list[Event]:
 
 
 def test_captured_history_is_exact_and_matches_the_docs_example() -> None:
+    """One process: it uses the blocking ``run`` entry point (the docs' example) and an
+    in-memory link between its two runs."""
     # docs/events.md: "a" at time 0, "b" at time 1, then closed. Captured and replayed with
     # the blocking entry point, each in its own run.
     link = EventLink()
@@ -372,21 +391,24 @@ async def test_captured_history_of_inputs_stopped_at_5() -> None:
     assert check_history(link.events) == [5]
 
 
-async def test_an_empty_stream_captures_one_retraction() -> None:
-    links = [EventLink(), EventLink()]
+async def capture_nothing(worker: Worker) -> list[Event]:
+    link = EventLink()
 
-    async def work(worker: Worker) -> None:
-        def build(scope: Any) -> Any:
-            handle, stream = scope.new_input()
-            stream.capture_into(links[scope.index])
-            return handle, stream.probe()
+    def build(scope: Any) -> Any:
+        handle, stream = scope.new_input()
+        stream.capture_into(link)
+        return handle
 
-        handle, probe = worker.dataflow(build)
-        handle.close()
-        await worker.step_while(lambda: not probe.done())
+    handle = worker.dataflow(build)
+    handle.close()
+    await worker.step_while(lambda: known.history_frontier(link.events) != [])
+    return link.events
 
-    await within(execute(work, workers=2))
-    assert [link.events for link in links] == [[Progress([(0, -1)])]] * 2
+
+@pytest.mark.parametrize("layout", layouts(2, 4))
+async def test_an_empty_stream_captures_one_retraction(layout: Layout, clusters: Clusters) -> None:
+    results = await clusters.run(layout, capture_nothing)
+    assert results == [[Progress([(0, -1)])]] * layout.peers
 
 
 # ---------------------------------------------------------------------- k capture -> m replay
@@ -400,6 +422,9 @@ WORKER_PAIRS = [(1, 1), (2, 1), (2, 3), (3, 2)]
 async def test_capture_then_replay(
     tmp_path: Path, k: int, m: int, medium: str, close: bool
 ) -> None:
+    """One process: links are queues in this process's memory, and the stopped-at-5 case
+    watches the replay's probes from here while it holds. The file medium also runs on
+    clusters: test_capture_then_replay_across_processes."""
     links = [EventLink() for _ in range(k)]
     paths = event_paths(tmp_path, k)
     writers = [FileEventWriter(p) for p in paths] if medium == "file" else []
@@ -463,6 +488,9 @@ async def test_capture_then_replay(
 async def test_replay_runs_while_the_capture_runs(
     tmp_path: Path, k: int, m: int, medium: str
 ) -> None:
+    """One process: the capture and the replay run at once on two sets of workers of
+    this event loop, sharing links (in memory) or files; replaying a file another process
+    is still writing is test_file_is_replayed_while_another_process_is_still_writing_it."""
     # The replay reads the histories as they grow (links wake it; files are polled), so its
     # probes move through intermediate frontiers: none may pass a time early.
     links = [EventLink() for _ in range(k)]
@@ -496,6 +524,8 @@ async def test_replay_runs_while_the_capture_runs(
 @pytest.mark.parametrize("seed", range(4))
 @pytest.mark.parametrize(("k", "m"), [(2, 3), (3, 2)], ids=["2to3", "3to2"])
 async def test_capture_and_replay_with_late_interleaved_progress(seed: int, k: int, m: int) -> None:
+    """One process: the capture and the replay share in-memory links, each on a
+    ReorderingFabric of this process."""
     # Both dataflows run on fabrics that deliver progress late and interleaved.
     links = [EventLink() for _ in range(k)]
     work, gates = capture_work(links, pace=True)
@@ -529,6 +559,8 @@ def replay_in_background(
 
 
 async def test_replayed_frontier_holds_until_every_stream_releases_the_minimum() -> None:
+    """One process: the test feeds the replay's readers event by event while it runs and
+    reads its probes in between (both in this process's memory)."""
     a, b, c = EventLink(), EventLink(), EventLink()
     readers = [Counted(link.reader()) for link in (a, b, c)]
     expected = Counter({(0, "a0"): 1, (3, "b3"): 1, (0, "c0"): 1, (5, "a5"): 1, (6, "c6"): 1})
@@ -577,6 +609,8 @@ async def test_replayed_frontier_holds_until_every_stream_releases_the_minimum()
 
 
 async def test_replayed_frontier_is_the_least_held_time_over_all_streams() -> None:
+    """One process: the test feeds the replay's readers event by event while it runs and
+    reads its probes in between (both in this process's memory)."""
     a, b, c = EventLink(), EventLink(), EventLink()
     check, replay = replay_in_background([link.reader() for link in (a, b, c)], 3, Counter())
     steps: list[tuple[EventLink, list[tuple[Hashable, int]], list[Hashable]]] = [
@@ -602,6 +636,8 @@ async def test_replayed_frontier_is_the_least_held_time_over_all_streams() -> No
 
 
 async def test_workers_that_replay_nothing_follow_the_one_stream() -> None:
+    """One process: the test feeds the replay's reader event by event while it runs and
+    reads its probes in between (both in this process's memory)."""
     link = EventLink()
     reader = Counted(link.reader())
     expected = Counter({(0, "x"): 1, (5, "y"): 1})
@@ -626,10 +662,11 @@ async def test_workers_that_replay_nothing_follow_the_one_stream() -> None:
     assert check.seen == {w: [[0], [5], []] for w in range(3)}
 
 
-async def test_replaying_no_streams_is_complete_at_once() -> None:
-    check = ReplayCheck(Counter())
-    assert await within(execute(check.work(list), workers=2)) == [[], []]
-    check.assert_clean()
+@pytest.mark.parametrize("layout", layouts(2, 4))
+async def test_replaying_no_streams_is_complete_at_once(layout: Layout, clusters: Clusters) -> None:
+    results = await clusters.run(layout, replay_files, StampedCheck(Counter()), [], False)
+    assert [final for final, _ in results] == [[]] * layout.peers
+    merge_checks([check for _, check in results]).assert_clean()
 
 
 # ---------------------------------------------------------------------- two processes
@@ -749,6 +786,8 @@ async def test_file_is_replayed_while_another_process_is_still_writing_it(tmp_pa
 
 @pytest.mark.parametrize(("k", "m"), [(1, 1), (2, 3)], ids=["1to1", "2to3"])
 async def test_capture_over_tcp_and_replay_from_the_connection(k: int, m: int) -> None:
+    """One process: the capture's connections and the replay's readers are the two ends
+    of sockets this test opens and accepts, held in its memory."""
     accepted: asyncio.Queue[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = asyncio.Queue()
 
     async def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -796,25 +835,19 @@ async def test_capture_over_tcp_and_replay_from_the_connection(k: int, m: int) -
 # ---------------------------------------------------------------------- nested scopes
 
 
-@pytest.mark.parametrize(("k", "m"), [(1, 1), (2, 3)], ids=["1to1", "2to3"])
-async def test_capture_in_an_iterative_scope_round_trips_product_times(
-    tmp_path: Path, k: int, m: int
-) -> None:
-    # Inside the loop each value is incremented until it reaches 4: captured there, the
-    # stream's times are Product(round, iteration). Worker 0 sends 0 and 2 at time 0, and 1
-    # at time 1; the other workers capture only progress.
-    paths = event_paths(tmp_path, k)
-    writers = [FileEventWriter(p) for p in paths]
-    gates = [Gate(w, minimum=Product(0, 0)) for w in writers]
+async def capture_loop_to_file(worker: Worker, paths: list[str]) -> list[Event]:
+    """Capture inside the loop (times ``Product(round, iteration)``) into ``paths[index]``."""
+    writer = FileEventWriter(Path(paths[worker.index]))
+    gate = Gate(writer, minimum=Product(0, 0))
+    try:
 
-    async def capture(worker: Worker) -> None:
         def build(scope: Any) -> Any:
             handle, stream = scope.new_input()
             inner = scope.iterative()
             loop_handle, loop = inner.feedback(Product(0, 1))
             body = stream.enter(inner).concat(loop).map(lambda x: x + 1)
             body.filter(lambda x: x < 4).connect_loop(loop_handle)
-            body.capture_into(gates[worker.index])
+            body.capture_into(gate)
             return handle, body.filter(lambda x: x >= 4).leave().probe()
 
         handle, probe = worker.dataflow(build)
@@ -825,12 +858,35 @@ async def test_capture_in_an_iterative_scope_round_trips_product_times(
         if worker.index == 0:
             handle.send_batch([1])
         handle.close()
-
-    try:
-        await within(execute(capture, workers=k))
+        await worker.step_while(lambda: gate.frontier() != [])
     finally:
-        for writer in writers:
-            writer.close()
+        writer.close()
+    return gate.events
+
+
+async def replay_loop_files(
+    worker: Worker, check: StampedCheck, paths: list[str]
+) -> tuple[list[Hashable], StampedCheck]:
+    """Replay the files inside an iterative scope."""
+    readers = [FileEventReader(Path(p)) for p in paths]
+    return await check.work(lambda: readers, "iterative")(worker), check
+
+
+LOOP_PAIRS = [(Layout(1, 1), Layout(1, 1)), (Layout(1, 2), Layout(1, 3))]
+LOOP_PAIRS += [(Layout(3, 1), Layout(2, 2))]
+
+
+@pytest.mark.parametrize(
+    ("capture", "replay"), LOOP_PAIRS, ids=[f"{a}to{b}" for a, b in LOOP_PAIRS]
+)
+async def test_capture_in_an_iterative_scope_round_trips_product_times(
+    tmp_path: Path, capture: Layout, replay: Layout, clusters: Clusters
+) -> None:
+    # Inside the loop each value is incremented until it reaches 4: captured there, the
+    # stream's times are Product(round, iteration). Worker 0 sends 0 and 2 at time 0, and 1
+    # at time 1; the other workers capture only progress.
+    paths = [str(p) for p in event_paths(tmp_path, capture.peers)]
+    histories = await clusters.run(capture, capture_loop_to_file, paths)
     expected = Counter(
         {
             (Product(0, 0), 1): 1,
@@ -844,9 +900,9 @@ async def test_capture_in_an_iterative_scope_round_trips_product_times(
             (Product(1, 2), 4): 1,
         }
     )
-    for gate, path in zip(gates, paths, strict=True):
-        events = read_all(path)
-        assert events == gate.events  # Product times (and everything else) round-trip
+    for history, path in zip(histories, paths, strict=True):
+        events = read_all(Path(path))
+        assert events == history  # Product times (and everything else) round-trip
         assert all(type(e.time) is Product for e in events if isinstance(e, Messages))
         assert all(
             type(t) is Product for e in events if isinstance(e, Progress) for t, _ in e.changes
@@ -854,25 +910,22 @@ async def test_capture_in_an_iterative_scope_round_trips_product_times(
         assert check_history(events, Product(0, 0)) == []
     assert (
         Counter(
-            (e.time, r)
-            for g in gates
-            for e in g.events
-            if isinstance(e, Messages)
-            for r in e.records
+            (e.time, r) for h in histories for e in h if isinstance(e, Messages) for r in e.records
         )
         == expected
     )
 
-    check = ReplayCheck(expected)
-    make_readers = lambda: [FileEventReader(p) for p in paths]  # noqa: E731
-    finals = await within(execute(check.work(make_readers, "iterative"), workers=m))
-    assert finals == [[]] * m
+    results = await clusters.run(replay, replay_loop_files, StampedCheck(expected), paths)
+    assert [final for final, _ in results] == [[]] * replay.peers
+    check = merge_checks([check for _, check in results])
     check.assert_clean()
-    for worker in range(m):
+    for worker in range(replay.peers):
         assert check.seen[worker][0] == [Product(0, 0)] and check.seen[worker][-1] == []
 
 
 async def test_replay_into_a_nested_scope_holds_product_frontiers() -> None:
+    """One process: the test feeds the replay's link event by event while it runs and
+    reads its probes in between (both in this process's memory)."""
     # Hand-written history in Product times, replayed inside an iterative scope and left:
     # the inner probe holds (1, 0) and (0, 2) together; outside, the frontier is [0] until
     # round 0 is released, then [1].
@@ -925,52 +978,205 @@ async def test_replay_into_a_nested_scope_holds_product_frontiers() -> None:
 # ---------------------------------------------------------------------- corruption
 
 
-@pytest.mark.parametrize("m", [1, 2])
-async def test_a_corrupt_frame_ends_the_replay_with_its_offset(tmp_path: Path, m: int) -> None:
+@pytest.mark.parametrize("layout", layouts(1, 2, 4))
+async def test_a_corrupt_frame_ends_the_replay_with_its_offset(
+    tmp_path: Path, layout: Layout, clusters: Clusters
+) -> None:
     path = tmp_path / "bad.events"
     good = frame(Messages(0, ["a"])) + frame(Progress([(0, -1), (1, 1)]))
     path.write_bytes(good + b"\x05\x00\x00\x00{nope")
-    check = ReplayCheck(Counter({(0, "a"): 1}))
-    make_readers = lambda: [FileEventReader(path)]  # noqa: E731
+    check = StampedCheck(Counter({(0, "a"): 1}))
     with pytest.raises(CorruptEventLog, match=f"corrupt frame at offset {len(good)}: ") as raised:
-        await within(execute(check.work(make_readers), workers=m))
+        await clusters.run(layout, replay_files, check, [str(path)], False)
     assert raised.value.offset == len(good)
 
 
 # ---------------------------------------------------------------------- same workers
 
 
-@pytest.mark.parametrize("workers", [1, 2])
-async def test_capture_and_replay_in_two_dataflows_of_the_same_workers(workers: int) -> None:
+async def capture_and_replay_here(worker: Worker) -> tuple[list[Any], list[list[Hashable]]]:
+    # Worker i replays stream i (``replay_into`` hands worker i the streams i, i + peers,
+    # ...), which it captures itself: each worker's links are its own.
+    links = [EventLink() for _ in range(worker.peers)]
+    seen: list[Any] = []
+    frontiers: list[list[Hashable]] = []
+
+    def capture(scope: Any) -> Any:
+        handle, stream = scope.new_input()
+        stream.capture_into(links[scope.index])
+        return handle
+
+    def replay(scope: Any) -> Any:
+        stream = scope.replay_into([link.reader() for link in links])
+        return stream.inspect_batch(lambda t, r: seen.append((t, list(r)))).probe()
+
+    handle = worker.dataflow(capture)
+    probe = worker.dataflow(replay)
+    for t in range(3):
+        handle.send_batch([f"{worker.index}-{t}"])
+        handle.advance_to(t + 1)
+        await worker.step_while(lambda: probe.less_than(handle.time))
+        frontiers.append(sorted(probe.frontier()))
+    handle.close()
+    await worker.step_while(lambda: not probe.done())
+    return seen, frontiers
+
+
+@pytest.mark.parametrize("layout", layouts(1, 2, 4))
+async def test_capture_and_replay_in_two_dataflows_of_the_same_workers(
+    layout: Layout, clusters: Clusters
+) -> None:
     # Dataflow 0 captures into links that dataflow 1, on the same workers, replays: each
     # flush wakes the replay from inside the capturing dataflow's run.
-    links = [EventLink() for _ in range(workers)]
-
-    async def work(worker: Worker) -> tuple[list[Any], list[list[Hashable]]]:
-        seen: list[Any] = []
-        frontiers: list[list[Hashable]] = []
-
-        def capture(scope: Any) -> Any:
-            handle, stream = scope.new_input()
-            stream.capture_into(links[scope.index])
-            return handle
-
-        def replay(scope: Any) -> Any:
-            stream = scope.replay_into([link.reader() for link in links])
-            return stream.inspect_batch(lambda t, r: seen.append((t, list(r)))).probe()
-
-        handle = worker.dataflow(capture)
-        probe = worker.dataflow(replay)
-        for t in range(3):
-            handle.send_batch([f"{worker.index}-{t}"])
-            handle.advance_to(t + 1)
-            await worker.step_while(lambda: probe.less_than(handle.time))
-            frontiers.append(sorted(probe.frontier()))
-        handle.close()
-        await worker.step_while(lambda: not probe.done())
-        return seen, frontiers
-
-    results = await within(execute(work, workers=workers))
+    results = await clusters.run(layout, capture_and_replay_here)
     for index, (seen, frontiers) in enumerate(results):
         assert seen == [(t, [f"{index}-{t}"]) for t in range(3)]
         assert frontiers == [[1], [2], [3]]
+
+
+# ---------------------------------------------------------------------- across processes
+#
+# The capture and the replay run on clusters of processes (``tests/runtime/fabrics.py``)
+# and meet in files: what one cluster's workers write, another's read. Links
+# (``EventLink``) are queues in one process's memory, so the tests that capture into links,
+# or feed a replay from the test itself while it runs, stay in one process.
+
+_ORDER = itertools.count()
+
+
+def stamp() -> tuple[int, int]:
+    """The system-wide monotonic clock (every process of this machine reads the same), then
+    the order within this process: a probe passes a time only after every record at that
+    time reached its inspect, in whichever process, so it is stamped later."""
+    return clock.monotonic_ns(), next(_ORDER)
+
+
+class StampedCheck(ReplayCheck):
+    """:class:`ReplayCheck` for one process of a cluster; :func:`merge_checks` joins them.
+
+    A process sees only its own workers' arrivals and probes: it records each batch and
+    each frontier its probes go through with a :func:`stamp`, and flags a batch at a time
+    one of its own probes had passed. Whether a probe passed a time before every worker (in
+    any process) received that time's records is checked on the merged stamps. It pickles
+    without its probes, once the run is over (the reply carries it back).
+    """
+
+    def __init__(self, expected: Counter[tuple[Hashable, Hashable]]) -> None:
+        super().__init__(expected)
+        self.arrivals: list[tuple[tuple[int, int], Hashable, int]] = []
+        self.passes: list[tuple[tuple[int, int], int, Antichain[Hashable]]] = []
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "probes": {}}
+
+    def on_batch(self, worker: int, time: Hashable, records: list[Any]) -> None:
+        self.observe()
+        for index, probe in self.probes.items():
+            self.log.batch_seen(f"probe {index}", worker, probe.frontier(), time, len(records))
+        for record in records:
+            self.arrived[(time, freeze(record))] += 1
+        self.arrivals.append((stamp(), time, len(records)))
+
+    def observe(self) -> None:
+        for index, probe in self.probes.items():
+            frontier = probe.frontier()
+            if self.last.get(index) == frontier:
+                continue
+            self.log.frontier_seen("probe", index, self.last.get(index), frontier)
+            self.last[index] = frontier
+            self.seen.setdefault(index, []).append(sorted(frontier))
+            self.passes.append((stamp(), index, frontier))
+
+
+def merge_checks(checks: list[StampedCheck]) -> ReplayCheck:
+    """The processes' checks as one (each process's once), its early passes added."""
+    unique = list({id(check): check for check in checks}.values())
+    merged = ReplayCheck(unique[0].expected)
+    arrivals = sorted(a for check in unique for a in check.arrivals)
+    for check in unique:
+        merged.arrived.update(check.arrived)
+        merged.log.violations.extend(check.log.violations)
+        merged.seen.update(check.seen)
+        for when, index, frontier in check.passes:
+            for time, n in merged.expected_per_time.items():
+                before = sum(k for at, t, k in arrivals if t == time and at < when)
+                if not frontier.less_equal(time) and before != n:
+                    merged.log.violations.append(
+                        f"probe {index} passed {time!r} ({frontier!r}) with {before} of its "
+                        f"{n} records arrived"
+                    )
+    return merged
+
+
+async def capture_to_file(worker: Worker, paths: list[str], close: bool) -> list[Event]:
+    """Capture this worker's exchanged stream into ``paths[index]``; the events written."""
+    writer = FileEventWriter(Path(paths[worker.index]))
+    try:
+        pushers = [writer if i == worker.index else None for i in range(worker.peers)]
+        work, gates = capture_work(pushers, close=close, finish=True)
+        await work(worker)
+    finally:
+        writer.close()
+    return gates[worker.index].events
+
+
+async def replay_files(
+    worker: Worker, check: StampedCheck, paths: list[str], close_at_stop: bool
+) -> tuple[list[Hashable], StampedCheck]:
+    """Replay the files; with ``close_at_stop`` (their inputs never closed), once every
+    worker's probe has reached ``[STOP]`` (a barrier), worker 0 appends the end of every
+    stream, as if the captured inputs had closed after all."""
+    readers = [FileEventReader(Path(p), poll_interval=0.002) for p in paths]
+    if close_at_stop:
+        barrier = Barrier(worker)
+
+        async def release() -> None:
+            while check.probes.get(worker.index) is None or check.last.get(
+                worker.index
+            ) != Antichain([STOP]):
+                await asyncio.sleep(0.001)
+            await barrier.wait()
+            if worker.index == 0:
+                for path in paths:
+                    writer = FileEventWriter(Path(path))
+                    writer.push(Progress([(STOP, -1)]))
+                    writer.close()
+            barrier.close()
+
+        releasing = asyncio.ensure_future(release())
+    final = await check.work(lambda: readers)(worker)
+    if close_at_stop:
+        await releasing
+    return final, check
+
+
+CLUSTER_PAIRS = [(Layout(3, 1), Layout(2, 2)), (Layout(2, 2), Layout(3, 1))]
+
+
+@pytest.mark.parametrize("close", [True, False], ids=["closed", "stopped-at-5"])
+@pytest.mark.parametrize(
+    ("capture", "replay"), CLUSTER_PAIRS, ids=[f"{a}to{b}" for a, b in CLUSTER_PAIRS]
+)
+async def test_capture_then_replay_across_processes(
+    tmp_path: Path, capture: Layout, replay: Layout, close: bool, clusters: Clusters
+) -> None:
+    """test_capture_then_replay's file medium with both dataflows on clusters."""
+    k, m = capture.peers, replay.peers
+    paths = [str(p) for p in event_paths(tmp_path, k)]
+    histories = await clusters.run(capture, capture_to_file, paths, close)
+    for path, history in zip(paths, histories, strict=True):
+        assert read_all(Path(path)) == history  # files round-trip every event exactly
+        assert check_history(history) == ([] if close else [STOP])
+    captured = Counter(
+        (e.time, r) for h in histories for e in h if isinstance(e, Messages) for r in e.records
+    )
+    assert captured == sent(k)
+    results = await clusters.run(replay, replay_files, StampedCheck(sent(k)), paths, not close)
+    assert [final for final, _ in results] == [[]] * m
+    check = merge_checks([check for _, check in results])
+    check.assert_clean()
+    for worker in range(m):
+        seen = check.seen[worker]
+        assert seen[0] == [0] and seen[-1] == []
+        if not close:
+            assert [STOP] in seen
