@@ -284,7 +284,7 @@ def spawn(mode: str, workload: str, processes: int, workers: int, sizes: str) ->
         out, _ = child.communicate(timeout=600)
         if child.returncode != 0:
             raise RuntimeError(f"{workload} on {processes}x{workers}: exit {child.returncode}")
-        results.append(json.loads(out.strip().splitlines()[-1]))
+        results.append(json.loads(out.rstrip("\n").rpartition("\n")[2]))
     return results
 
 
@@ -411,11 +411,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ports", default="")
     parser.add_argument("--sizes", default="{}")
     args = parser.parse_args(argv)
-    if args.mode in ("child", "cluster"):
-        print(json.dumps(uvloop.run(child_main(args))), flush=True)
-        return 0
-    if args.mode == "bare":
-        print(json.dumps(uvloop.run(bare_child(args))), flush=True)
+    if args.mode in ("child", "cluster", "bare"):
+        results = uvloop.run(child_main(args) if args.mode != "bare" else bare_child(args))
+        # Written to the descriptor itself: after uvloop.run, sys.stdout cut a line bigger
+        # than the pipe's buffer at the buffer's size (W1's counts are half a megabyte).
+        line = memoryview((json.dumps(results) + "\n").encode())
+        while line:
+            line = line[os.write(sys.stdout.fileno(), line) :]
         return 0
 
     repeats = args.repeats or (1 if args.quick else 5)
