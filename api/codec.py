@@ -23,6 +23,7 @@ from service.app import (
     InputView,
     OutputPage,
     OutputView,
+    SessionView,
     decode_time,
     encode_time,
     event_to_json,
@@ -183,6 +184,21 @@ def input_json(view: InputView) -> dict[str, Any]:
             {"transaction": name, "staged": size} for name, size in view.transactions.items()
         ],
     }
+
+
+def input_from_json(document: dict[str, Any]) -> InputView:
+    """An input as :func:`input_json` wrote it (what a cluster's other process says of it)."""
+    time = document["time"]
+    return InputView(
+        document["input"],
+        [time_from_json(t) for t in document["frontier"]],
+        None if time is None else time_from_json(time),
+        document["closed"],
+        document["records_in"],
+        [SessionView(s["session"], time_from_json(s["time"])) for s in document["sessions"]],
+        document["staged"],
+        {t["transaction"]: t["staged"] for t in document["transactions"]},
+    )
 
 
 def page_json(page: OutputPage) -> dict[str, Any]:

@@ -7,8 +7,9 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from api.codec import explain_json
+from api.codec import explain_json, input_from_json
 from api.server.context import manager_of, tenant_of
+from api.server.forward import from_holders
 from api.server.http import json_response
 from service.app import BadRequest
 
@@ -33,5 +34,10 @@ async def explain(request: web.Request) -> web.Response:
         time = orjson.loads(raw)
     except orjson.JSONDecodeError:
         time = raw
-    view = manager_of(request).explain(tenant_of(request), request.match_info["id"], location, time)
+    manager = manager_of(request)
+    record = manager.get(tenant_of(request), request.match_info["id"])
+    # In a cluster, the inputs other processes hold are explained as they describe them.
+    held = await from_holders(request, record.id, record.summary().inputs)
+    elsewhere = {name: input_from_json(answer) for name, answer in held.items()}
+    view = manager.explain(tenant_of(request), record.id, location, time, elsewhere)
     return json_response(explain_json(view))

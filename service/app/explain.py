@@ -17,8 +17,8 @@ and says what each one is:
 One worker's trackers answer (the first of this process's, worker 0 in a single process):
 every worker's trackers count every worker's pointstamps, since progress is broadcast, so any
 one of them sees the whole dataflow. An input's sessions and transactions are read where the
-input lives (its owner worker), which in a cluster may be another process's: there, an
-input's capabilities are all reported as ``capability``, without its sessions.
+input lives (its owner worker); in a cluster that may be another process, which the API asks
+(what it says comes in as the input's :class:`~service.app.views.InputView`).
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ from typing import Any
 from operators.capture.event import decode_time, encode_time
 from operators.graph import BuiltGraph, Plan
 from service.app.errors import Invalid, NotFound
-from service.app.inputs import ProducerInput
 from service.app.outputs import sorted_times
+from service.app.views import InputView
 from service.progress import Location, Product, Source, Target, check_time, same_domain
 from service.runtime import Subgraph
 from service.runtime.explain import Blocker, explain, is_complete
@@ -102,7 +102,8 @@ class _Place:
 class Explainer:
     """Answers for one dataflow, as one of its workers built it.
 
-    ``inputs`` are the dataflow's inputs whose sessions live in this process.
+    ``inputs`` are the dataflow's inputs as their holders see them (their sessions and
+    transactions): this process's own, and in a cluster the others' as their processes said.
     """
 
     def __init__(
@@ -110,7 +111,7 @@ class Explainer:
         dataflow: str,
         plan: Plan,
         built: BuiltGraph,
-        inputs: Mapping[str, ProducerInput],
+        inputs: Mapping[str, InputView],
     ) -> None:
         self.dataflow = dataflow
         self.plan = plan
@@ -319,7 +320,7 @@ class Explainer:
 
     def _input_views(
         self,
-        producer: ProducerInput,
+        producer: InputView,
         blocker: Blocker,
         port: str | None,
         summary: str,
@@ -327,24 +328,22 @@ class Explainer:
     ) -> list[HolderView]:
         """An input's capabilities at a time: its sessions', and its own for the rest."""
         holder = blocker.holder
-        views: list[HolderView] = []
-        for session in producer.sessions.values():
-            capability = session.capability
-            if not session.closed and not capability.dropped and capability.time == holder.time:
-                views.append(
-                    HolderView(
-                        "session",
-                        producer.name,
-                        port,
-                        None,
-                        holder.time,
-                        1,
-                        summary,
-                        holder.arrives,
-                        route,
-                        session=session.id,
-                    )
-                )
+        views = [
+            HolderView(
+                "session",
+                producer.name,
+                port,
+                None,
+                holder.time,
+                1,
+                summary,
+                holder.arrives,
+                route,
+                session=session.id,
+            )
+            for session in producer.sessions
+            if session.time == holder.time
+        ]
         rest = holder.count - len(views)
         if rest > 0:
             staged = [
@@ -354,13 +353,13 @@ class Explainer:
                     port,
                     None,
                     holder.time,
-                    t.size,
+                    size,
                     summary,
                     holder.arrives,
                     route,
-                    transaction=t.id,
+                    transaction=transaction,
                 )
-                for t in producer.transactions.values()
+                for transaction, size in producer.transactions.items()
             ]
             own = HolderView(
                 "capability",

@@ -60,6 +60,7 @@ from service.app.views import (
     DataflowSummary,
     DataflowView,
     InputState,
+    InputView,
     OperatorState,
     OutputState,
     OutputStats,
@@ -1076,20 +1077,31 @@ class DataflowManager:
             result[node] = OperatorState(outputs)
         return result
 
-    def explain(self, tenant: str, dataflow_id: str, location: str, time: Any) -> ExplainView:
+    def explain(
+        self,
+        tenant: str,
+        dataflow_id: str,
+        location: str,
+        time: Any,
+        elsewhere: Mapping[str, InputView] | None = None,
+    ) -> ExplainView:
         """Why ``time`` is not complete at ``location`` of a dataflow (or that it is).
 
         ``time`` is as decoded from the request (an int or nested lists), or its text when it
         was not even that; ``location`` is ``node:port`` (an output port) or an output's name.
-        :class:`NotFound` for another location (naming the dataflow's), :class:`Invalid` for
-        a time of another domain, :class:`Gone` for a dataflow that failed or was dropped.
+        ``elsewhere`` is, in a cluster, the inputs other processes hold, as they describe
+        them (so their sessions are named too). :class:`NotFound` for another location
+        (naming the dataflow's), :class:`Invalid` for a time of another domain, :class:`Gone`
+        for a dataflow that failed or was dropped.
         """
         record = self.get(tenant, dataflow_id)
         if record.status in ("failed", "dropped") or not record.built:
             raise Gone(f"dataflow {dataflow_id!r} is {record.status}: nothing runs to explain")
         # Any worker's trackers count every worker's pointstamps: this process's first.
         built = record.built[min(record.built)]
-        return Explainer(record.id, record.plan, built, record.inputs).explain(location, time)
+        inputs = {name: producer.view() for name, producer in record.inputs.items()}
+        inputs.update(elsewhere or {})
+        return Explainer(record.id, record.plan, built, inputs).explain(location, time)
 
     def stats(self, tenant: str | None = None) -> list[DataflowStats]:
         """What the metrics show of every dataflow (of ``tenant``, if given)."""

@@ -312,6 +312,26 @@ async def test_a_consumer_committed_at_one_process_is_known_at_every_one(cluster
                 await until_consumers(client, df, [])
 
 
+async def test_every_process_explains_a_time_alike_naming_the_session(cluster: Any) -> None:
+    servers = cluster(2)
+    ready(servers)
+    owner = holder(2, 1, "words")
+    async with (
+        AsyncClient(servers[owner].url) as at_holder,
+        AsyncClient(servers[1 - owner].url) as elsewhere,
+    ):
+        df = (await elsewhere.create_dataflow(WORDS_COUNT))["id"]
+        session = await elsewhere.session(df, "words")
+        assert (await session.push([[0, "a"]]))["applied"] == 1
+        explained = [await c.explain(df, "out", 0) for c in (at_holder, elsewhere)]
+        assert explained[0] == explained[1]
+        assert explained[0]["complete"] is False
+        sessions = [h for h in explained[0]["holders"] if h["kind"] == "session"]
+        assert [(h["operator"], h["session"], h["time"]) for h in sessions] == [
+            ("words", session.id, 0)
+        ]
+
+
 async def until_consumers(client: AsyncClient, df: str, expected: list[Any]) -> None:
     """Wait until the output's consumers are ``expected`` (at most 5 s)."""
     deadline = time.monotonic() + 5.0
