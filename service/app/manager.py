@@ -197,6 +197,8 @@ class DataflowManager:
         self._stopping = False
         self._failure: BaseException | None = None
         self.feeds = Feeds(self.frontier_codec, self._busy)
+        self._zero_recovered = False
+        """Whether process 0 has issued the creates of every dataflow it had stored."""
         self._dropped: OrderedDict[str, str] = OrderedDict()
         """Recently dropped dataflows (id -> tenant), so their clients get 410, not 404."""
 
@@ -246,6 +248,9 @@ class DataflowManager:
             self._recovery = loop.create_task(self._recover(stored), name="frontier-recovery")
         else:
             self.ready = True
+            if self.processes > 1 and self.process == 0:
+                # Nothing to recover here: the others drop whatever only they had stored.
+                self._sequencers[0].push(("recovered", "", -1, None))
         if math.isfinite(self.limits.staged_transaction_seconds):
             self._expiry = loop.create_task(self._expire_loop(), name="frontier-expiry")
 
@@ -314,8 +319,9 @@ class DataflowManager:
                     continue
                 if self.process == 0:
                     await self._command("create", record, self._payload(record))
-                else:
-                    await self._until_running(record)
+                elif not await self._until_running(record):
+                    continue
+
                 if record.truncated_before > 0:
                     # Times before it were forgotten by every output, and are not replayed.
                     for forgetting in record.outputs.values():
@@ -333,6 +339,8 @@ class DataflowManager:
             assert self.fatal is not None
             self.fatal.set()
             return
+        if self.processes > 1 and self.process == 0:
+            self._sequencers[0].push(("recovered", "", -1, None))
         self.recovery_seconds = wallclock.perf_counter() - began
         self.ready = True
         log.info(
@@ -364,12 +372,25 @@ class DataflowManager:
             return None
         return (record.tenant, record.name, record.graph, record.created_at)
 
-    async def _until_running(self, record: DataflowRecord) -> None:
-        """Wait until process 0's create of ``record`` is done everywhere (recovery)."""
+    async def _until_running(self, record: DataflowRecord) -> bool:
+        """Wait until process 0's create of ``record`` is done everywhere (recovery).
+
+        ``False`` if process 0 recovered everything it had without it: a crash between the
+        processes' storing it left it here alone. It never ran everywhere, and goes.
+        """
         while record.status == "creating":
             if self._failure is not None:
                 raise RuntimeError(f"the service stopped: {self.failure}")
+            if self._zero_recovered and record.status == "creating":
+                log.warning(
+                    "dataflow %s is stored here but not at process 0: it is dropped", record.id
+                )
+                self.dataflows.pop(record.id, None)
+                if self.store is not None:
+                    self.store.drop(record.id)
+                return False
             await asyncio.sleep(0.01)
+        return True
 
     async def _expire_loop(self) -> None:
         """Expire staged transactions left ``staged_transaction_seconds``, all along.
@@ -533,6 +554,9 @@ class DataflowManager:
         if kind == "consumer":
             if worker is self._workers[0]:
                 self._consumer_elsewhere(dataflow_id, payload)
+            return
+        if kind == "recovered":
+            self._zero_recovered = True  # process 0 issued every stored dataflow's create
             return
         if kind == "drop":
             # The index travels with the command: the record may be gone already.

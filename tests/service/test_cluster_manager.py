@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,17 +18,24 @@ from aiohttp.test_utils import TestClient, TestServer
 from api.codec import frontier_event
 from api.server import create_app
 from service.app import Cluster, DataflowManager, Settings, Unavailable
+from service.store.catalogue import Catalogue
 from tests.runtime.test_cluster import free_ports
 from tests.service.support import until
 
 PASS = {"nodes": {"x": {"op": "input"}, "out": {"op": "output"}}, "edges": [["x", "out"]]}
 
 
-def settings(processes: int, fabric: list[int], apis: list[int]) -> list[Settings]:
+def settings(
+    processes: int, fabric: list[int], apis: list[int], data: Path | None = None
+) -> list[Settings]:
     peers = tuple(("127.0.0.1", port) for port in fabric)
     addresses = tuple(f"127.0.0.1:{port}" for port in apis)
     return [
-        Settings(cluster=Cluster(processes, index, peers, addresses, b"secret", 10.0))
+        Settings(
+            cluster=Cluster(processes, index, peers, addresses, b"secret", 10.0),
+            data_dir=None if data is None else str(data / f"process-{index}"),
+            durability="none",
+        )
         for index in range(processes)
     ]
 
@@ -94,3 +102,35 @@ async def test_a_peer_that_leaves_stops_the_process_gracefully(
     await asyncio.wait_for(first.left.wait(), 10.0)
     assert first.left_by is not None and first.left_by.startswith("process 1 (127.0.0.1:")
     assert first.failure is None
+
+
+async def test_a_dataflow_stored_at_one_process_only_is_dropped_at_recovery(
+    tmp_path: Path,
+) -> None:
+    ports = free_ports(4)
+
+    async def started() -> list[DataflowManager]:
+        managers = [DataflowManager(s) for s in settings(2, ports[:2], ports[2:], tmp_path)]
+        await asyncio.gather(*(manager.start() for manager in managers))
+        return managers
+
+    first, second = await started()
+    kept = await first.create("t", PASS, "kept")
+    lost = await first.create("t", PASS, "stored at process 1 only")
+    for manager in (first, second):
+        await manager.stop()
+    # As a crash between the two processes' storing it would leave the catalogues.
+    catalogue = Catalogue(tmp_path / "process-0")
+    catalogue.drop_dataflow(lost.id)
+    catalogue.close()
+    first, second = await started()
+    try:
+        await until(lambda: first.ready and second.ready, "both recover")
+        for manager in (first, second):
+            assert [(r.id, r.status) for r in manager.listing("t")] == [(kept.id, "running")]
+        stored = Catalogue(tmp_path / "process-1")
+        assert [d.id for d in stored.dataflows()] == [kept.id]
+        stored.close()
+    finally:
+        for manager in (first, second):
+            await manager.stop()
