@@ -248,7 +248,15 @@ async def test_next_is_none_until_the_time_is_complete(layout: Layout, clusters:
 
 
 async def idle_clock_calls(worker: Worker) -> int:
-    """Clock readings once the worker went idle (a clock of its own)."""
+    """Clock readings once the worker went idle (a clock of its own).
+
+    A barrier holds every worker until all have measured: a worker that finished first would
+    otherwise tear its dataflows down, and the progress that sends is work for the others
+    (across processes it can arrive in the middle of their measurement). The barrier's own
+    progress may be work for a worker while it measures, so what is measured is the
+    sequencer's clock: a source that spins reads it every step.
+    """
+    barrier = Barrier(worker)
     clock = SteppedClock(every=3)
     sequencer: Sequencer[int] = Sequencer(worker, clock)
     sequencer.push(worker.index)
@@ -258,18 +266,22 @@ async def idle_clock_calls(worker: Worker) -> int:
             await worker.step()
         else:
             seen += 1
+    # Idle means nothing to do for 10 steps 5 ms apart: across processes, the other side's
+    # last progress may still be on the socket a few loop turns after this worker's work.
     idle = 0
-    for _ in range(200):
+    for _ in range(400):
         idle = 0 if worker.step_nowait() else idle + 1
         if idle == 10:
             break
-        await asyncio.sleep(0)
+        await asyncio.sleep(0.005)
     assert idle == 10, "the worker never went idle"
     calls = clock.calls
     for _ in range(10):
-        assert not worker.step_nowait()
-        await asyncio.sleep(0)
-    return clock.calls - calls
+        worker.step_nowait()
+        await asyncio.sleep(0.005)
+    calls = clock.calls - calls
+    await barrier.wait()
+    return calls
 
 
 @pytest.mark.parametrize("layout", layouts(1, 2, 4))
