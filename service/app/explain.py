@@ -246,9 +246,10 @@ class Explainer:
         holder = blocker.holder
         at = holder.location
         path = blocker.path
-        summary = render_summary(holder.summary)
-        route = self._path(blocker)
-        inner = [view for b in blocker.inner for view in self._views(b)]
+        view = _Viewer(
+            holder.time, holder.arrives, render_summary(holder.summary), self._path(blocker)
+        )
+        inner = [v for b in blocker.inner for v in self._views(b)]
         if isinstance(at, Target):
             upstream = holder.upstream
             edge = (
@@ -256,125 +257,70 @@ class Explainer:
                 self._to(path, at, upstream),
             )
             operator = self.built.owner(path, at.node)
-            return [
-                HolderView(
-                    "records",
-                    operator,
-                    None,
-                    edge,
-                    holder.time,
-                    holder.count,
-                    summary,
-                    holder.arrives,
-                    route,
-                )
-            ]
+            return [view("records", operator, None, holder.count, edge=edge)]
         if at.node == 0:
-            return [
-                HolderView(
-                    "outside",
-                    self.built.scope_name(path),
-                    None,
-                    None,
-                    holder.time,
-                    holder.count,
-                    summary,
-                    holder.arrives,
-                    route,
-                    holders=inner,
-                )
-            ]
+            scope = self.built.scope_name(path)
+            return [view("outside", scope, None, holder.count, holders=inner)]
         operator = self.built.owner(path, at.node)
         port = self.built.port_name(path, at)
         if (*path, at.node) in self.subgraphs:
-            return [
-                HolderView(
-                    "scope",
-                    operator,
-                    port,
-                    None,
-                    holder.time,
-                    holder.count,
-                    summary,
-                    holder.arrives,
-                    route,
-                    holders=inner,
-                )
-            ]
+            return [view("scope", operator, port, holder.count, holders=inner)]
         producer = self.inputs.get(operator or "")
         if producer is not None and self.plan.spec.nodes[producer.name].op == "input":
-            return self._input_views(producer, blocker, port, summary, route)
-        return [
-            HolderView(
-                "capability",
-                operator,
-                port,
-                None,
-                holder.time,
-                holder.count,
-                summary,
-                holder.arrives,
-                route,
-            )
-        ]
+            return _input_views(producer, holder.count, port, view)
+        return [view("capability", operator, port, holder.count)]
 
-    def _input_views(
+
+@dataclass(frozen=True, slots=True)
+class _Viewer:
+    """What every view of one holder shares: its time, where it arrives, how and by where."""
+
+    time: Hashable
+    arrives: Hashable
+    summary: str
+    route: list[str]
+
+    def __call__(
         self,
-        producer: InputView,
-        blocker: Blocker,
+        kind: str,
+        operator: str | None,
         port: str | None,
-        summary: str,
-        route: list[str],
-    ) -> list[HolderView]:
-        """An input's capabilities at a time: its sessions', and its own for the rest."""
-        holder = blocker.holder
-        views = [
-            HolderView(
-                "session",
-                producer.name,
-                port,
-                None,
-                holder.time,
-                1,
-                summary,
-                holder.arrives,
-                route,
-                session=session.id,
-            )
-            for session in producer.sessions
-            if session.time == holder.time
+        count: int,
+        edge: tuple[str | None, str | None] | None = None,
+        **extra: Any,
+    ) -> HolderView:
+        return HolderView(
+            kind,
+            operator,
+            port,
+            edge,
+            self.time,
+            count,
+            self.summary,
+            self.arrives,
+            self.route,
+            **extra,
+        )
+
+
+def _input_views(
+    producer: InputView, count: int, port: str | None, view: _Viewer
+) -> list[HolderView]:
+    """An input's ``count`` capabilities at a time: its sessions', and its own for the rest."""
+    name = producer.name
+    views = [
+        view("session", name, port, 1, session=session.id)
+        for session in producer.sessions
+        if session.time == view.time
+    ]
+    rest = count - len(views)
+    if rest > 0:
+        staged = [
+            view("transaction", name, port, size, transaction=transaction)
+            for transaction, size in producer.transactions.items()
         ]
-        rest = holder.count - len(views)
-        if rest > 0:
-            staged = [
-                HolderView(
-                    "transaction",
-                    producer.name,
-                    port,
-                    None,
-                    holder.time,
-                    size,
-                    summary,
-                    holder.arrives,
-                    route,
-                    transaction=transaction,
-                )
-                for transaction, size in producer.transactions.items()
-            ]
-            own = HolderView(
-                "capability",
-                producer.name,
-                port,
-                None,
-                holder.time,
-                rest,
-                summary,
-                holder.arrives,
-                route,
-                holders=staged,
-            )
-            views.insert(0, own)
-        return views
+        views.insert(0, view("capability", name, port, rest, holders=staged))
+    return views
 
 
 def encode_or_raw(value: Any) -> Any:
