@@ -87,27 +87,20 @@ async def forward_middleware(request: web.Request, handler: Handler) -> web.Stre
     process = _owner(request)
     if process is None:
         return await handler(request)
-    cluster = request.app[SETTINGS].cluster
-    assert cluster is not None  # an owner elsewhere means a cluster
-    url = f"http://{cluster.apis[process]}{request.rel_url}"
-    headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP_BY_HOP}
-    headers[FORWARDED] = str(request.app[MANAGER].process)
+    address = _api(request, process)
+    url = f"http://{address}{request.rel_url}"
+    headers = _forwarded_headers(request)
     client = _client(request.app)
     try:
         if request.headers.get("Upgrade", "").lower() == "websocket":
-            return await _relay(request, client, url, headers)
+            return await _relay(request, client, url, headers, process)
         body = await request.read()
         async with client.request(request.method, url, data=body, headers=headers) as answer:
             payload = await answer.read()
             kept = {k: v for k, v in answer.headers.items() if k.lower() not in _HOP_BY_HOP}
             return web.Response(status=answer.status, body=payload, headers=kept)
     except (TimeoutError, aiohttp.ClientConnectionError) as error:
-        cause = str(error) or type(error).__name__
-        raise Unavailable(
-            f"process {process} ({cluster.apis[process]}), which holds input "
-            f"{request.match_info['input']!r}, cannot be reached: {cause}",
-            retry_after=1,
-        ) from None
+        raise _unreachable(process, address, request.match_info["input"], error) from None
 
 
 async def from_holders(request: web.Request, dataflow: str, names: list[str]) -> dict[str, Any]:
@@ -116,31 +109,50 @@ async def from_holders(request: web.Request, dataflow: str, names: list[str]) ->
     A dataflow's description at any process shows every input as its holder sees it; the
     request's own headers (its token) go with each question.
     """
+    if request.app[SETTINGS].cluster is None:
+        return {}
     manager = request.app[MANAGER]
-    cluster = request.app[SETTINGS].cluster
     asked = {name: manager.input_process(dataflow, name) for name in names}
     remote = {name: process for name, process in asked.items() if process is not None}
-    if cluster is None or not remote:
+    if not remote:
         return {}
-    headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP_BY_HOP}
-    headers[FORWARDED] = str(manager.process)
+    headers = _forwarded_headers(request)
     client = _client(request.app)
 
     async def ask(name: str, process: int) -> Any:
-        url = f"http://{cluster.apis[process]}/v1/dataflows/{dataflow}/inputs/{name}"
+        address = _api(request, process)
+        url = f"http://{address}/v1/dataflows/{dataflow}/inputs/{name}"
         try:
             async with client.get(url, headers=headers) as answer:
                 answer.raise_for_status()
                 return orjson.loads(await answer.read())
         except (TimeoutError, aiohttp.ClientError) as error:
-            raise Unavailable(
-                f"process {process} ({cluster.apis[process]}), which holds input {name!r}, "
-                f"cannot be reached: {str(error) or type(error).__name__}",
-                retry_after=1,
-            ) from None
+            raise _unreachable(process, address, name, error) from None
 
     answers = await asyncio.gather(*(ask(name, p) for name, p in remote.items()))
     return dict(zip(remote, answers, strict=True))
+
+
+def _api(request: web.Request, process: int) -> str:
+    """The API address (``host:port``) of ``process`` of this server's cluster."""
+    cluster = request.app[SETTINGS].cluster
+    assert cluster is not None  # another process to ask means a cluster
+    return cluster.apis[process]
+
+
+def _forwarded_headers(request: web.Request) -> dict[str, str]:
+    """The request's own headers (its token among them), marked as forwarded by this process."""
+    headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP_BY_HOP}
+    headers[FORWARDED] = str(request.app[MANAGER].process)
+    return headers
+
+
+def _unreachable(process: int, address: str, name: str, error: BaseException) -> Unavailable:
+    cause = str(error) or type(error).__name__
+    return Unavailable(
+        f"process {process} ({address}), which holds input {name!r}, cannot be reached: {cause}",
+        retry_after=1,
+    )
 
 
 def _client(app: web.Application) -> aiohttp.ClientSession:
@@ -163,7 +175,11 @@ async def close_client(app: web.Application) -> None:
 
 
 async def _relay(
-    request: web.Request, client: aiohttp.ClientSession, url: str, headers: dict[str, str]
+    request: web.Request,
+    client: aiohttp.ClientSession,
+    url: str,
+    headers: dict[str, str],
+    process: int,
 ) -> web.StreamResponse:
     """Relay a WebSocket to the process holding the input: frames both ways, and the close.
 
@@ -171,43 +187,28 @@ async def _relay(
     answer, as it would have been had the client asked the peer itself.
     """
     protocols = [p.strip() for p in headers.pop("Sec-WebSocket-Protocol", "").split(",") if p]
-    settings = request.app[SETTINGS]
+    limit = request.app[SETTINGS].limits.max_frame_bytes
     try:
         upstream = await client.ws_connect(
             url.replace("http://", "ws://", 1),
             headers=headers,
             protocols=protocols,
-            max_msg_size=settings.limits.max_frame_bytes,
+            max_msg_size=limit,
             autoping=True,
         )
     except aiohttp.WSServerHandshakeError as refused:
         # aiohttp keeps the refusal's status, not its body: say it again, with its status.
         slug = _SLUGS.get(refused.status, "forwarded")
-        detail = f"process {headers[FORWARDED]}'s peer refused the socket: {refused.message}"
+        detail = f"process {process}, which holds the input, refused the socket: {refused.message}"
         return problem(refused.status, slug, refused.message or "Refused", detail)
     ws = web.WebSocketResponse(
-        protocols=(upstream.protocol,) if upstream.protocol else (),
-        max_msg_size=settings.limits.max_frame_bytes,
+        protocols=(upstream.protocol,) if upstream.protocol else (), max_msg_size=limit
     )
     await ws.prepare(request)
-
-    async def down() -> None:
-        async for message in upstream:
-            if message.type is WSMsgType.TEXT:
-                await ws.send_str(message.data)
-            elif message.type is WSMsgType.BINARY:
-                await ws.send_bytes(message.data)
-        await ws.close(code=upstream.close_code or 1000, message=b"")
-
-    async def up() -> None:
-        async for message in ws:
-            if message.type is WSMsgType.TEXT:
-                await upstream.send_str(message.data)
-            elif message.type is WSMsgType.BINARY:
-                await upstream.send_bytes(message.data)
-        await upstream.close(code=ws.close_code or 1000)
-
-    relays = [asyncio.ensure_future(down()), asyncio.ensure_future(up())]
+    relays = [
+        asyncio.ensure_future(_pump(upstream, ws)),
+        asyncio.ensure_future(_pump(ws, upstream)),
+    ]
     try:
         await asyncio.wait(relays, return_when=asyncio.FIRST_COMPLETED)
     finally:
@@ -221,6 +222,19 @@ async def _relay(
         if not ws.closed:
             await ws.close()
     return ws
+
+
+async def _pump(source: Any, sink: Any) -> None:
+    """Send every frame of one socket on to the other, then close it as the first closed.
+
+    Both are aiohttp WebSockets (a server's and a client's), which share these methods.
+    """
+    async for message in source:
+        if message.type is WSMsgType.TEXT:
+            await sink.send_str(message.data)
+        elif message.type is WSMsgType.BINARY:
+            await sink.send_bytes(message.data)
+    await sink.close(code=source.close_code or 1000)
 
 
 __all__ = ["FORWARDED", "close_client", "forward_middleware", "from_holders"]

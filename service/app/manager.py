@@ -932,10 +932,11 @@ class DataflowManager:
         answers for it then). The owner is the same on every process: a stable hash of the
         input's name picks one of the cluster's workers.
         """
-        record = self.dataflows.get(dataflow_id)
-        if self.processes == 1 or self.fabric is None or record is None:
+        if self.processes == 1 or self.fabric is None:
             return None
-        if name not in record.plan.spec.inputs():
+        record = self.dataflows.get(dataflow_id)
+        node = record.plan.spec.nodes.get(name) if record is not None else None
+        if node is None or node.op != "input":  # every push asks: no walk over the nodes
             return None
         process = (stable_hash(name) % self.fabric.peers) // self.settings.workers
         return None if process == self.process else process
