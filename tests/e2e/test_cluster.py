@@ -43,7 +43,7 @@ from tests.e2e.conftest import (
     ws_connect,
     ws_frames,
 )
-from tests.runtime.test_cluster import free_ports
+from tests.runtime.fabrics import free_ports
 
 SECRET = "a secret the tests share"
 
@@ -95,20 +95,17 @@ def ready(servers: list[Server]) -> None:
             time.sleep(0.05)
 
 
-def stop_all(servers: list[Server]) -> list[int | None]:
-    """SIGTERM every process still running, then SIGKILL what is left; their exit codes."""
+def stop_all(servers: list[Server]) -> None:
+    """SIGTERM every process still running, then SIGKILL whatever outlives the grace period."""
     for server in servers:
         if server.process.poll() is None:
             server.process.send_signal(signal.SIGTERM)
-    codes = []
     for server in servers:
         try:
-            codes.append(server.process.wait(SHUTDOWN))
+            server.process.wait(SHUTDOWN)
         except subprocess.TimeoutExpired:
             server.process.kill()
             server.process.wait()
-            codes.append(None)
-    return codes
 
 
 @pytest.fixture

@@ -31,7 +31,32 @@ from service.runtime.cluster import ALL_LOCAL, ClusterFabric, ClusterSpec, Link
 R = TypeVar("R")
 
 
-class ReorderingFabric(Fabric):
+class _DeliversInBursts:
+    """A reordering fabric's driver: bursts of 0 to ``max_burst`` deliveries picked by
+    ``rng``, a turn of the event loop between bursts, and a wait while nothing is held."""
+
+    rng: random.Random
+    max_burst: int
+    _ready: asyncio.Event
+
+    def held(self) -> int:
+        raise NotImplementedError
+
+    def deliver_one(self) -> bool:
+        raise NotImplementedError
+
+    async def _drive(self) -> None:
+        while True:
+            if not self.held():
+                self._ready.clear()
+                await self._ready.wait()
+            for _ in range(self.rng.randint(0, self.max_burst)):
+                if not self.deliver_one():
+                    break
+            await asyncio.sleep(0)
+
+
+class ReorderingFabric(_DeliversInBursts, Fabric):
     """A fabric whose progress broadcasts arrive late, interleaved, FIFO per sender.
 
     ``broadcast`` only enqueues: one FIFO per (receiver, sender) or, with
@@ -108,16 +133,6 @@ class ReorderingFabric(Fabric):
 
     # ------------------------------------------------------------------ the driver
 
-    async def _drive(self) -> None:
-        while True:
-            if not self.held():
-                self._ready.clear()
-                await self._ready.wait()
-            for _ in range(self.rng.randint(0, self.max_burst)):
-                if not self.deliver_one():
-                    break
-            await asyncio.sleep(0)
-
     async def __aenter__(self) -> ReorderingFabric:
         self._task = asyncio.get_running_loop().create_task(self._drive(), name="reordering")
         return self
@@ -145,7 +160,7 @@ class ReorderingFabric(Fabric):
                 assert got == list(range(sent)), (channel, sender, receiver, got)
 
 
-class ReorderingClusterFabric(ClusterFabric):
+class ReorderingClusterFabric(_DeliversInBursts, ClusterFabric):
     """A cluster fabric whose progress arrives late, interleaved, FIFO per sender.
 
     :class:`ReorderingFabric`'s delivery in one process of a cluster. A broadcast goes over
@@ -219,16 +234,6 @@ class ReorderingClusterFabric(ClusterFabric):
         self.mailboxes(channel)[receiver].push((sender, message))
         return True
 
-    async def _drive(self) -> None:
-        while True:
-            if not self.held():
-                self._ready.clear()
-                await self._ready.wait()
-            for _ in range(self.rng.randint(0, self.max_burst)):
-                if not self.deliver_one():
-                    break
-            await asyncio.sleep(0)
-
     async def _stop(self) -> None:
         self._driver.cancel()
         with contextlib.suppress(asyncio.CancelledError):
@@ -242,10 +247,10 @@ class ReorderingClusterFabric(ClusterFabric):
         while self.deliver_one():
             pass
 
-    async def abort(self) -> None:
-        """Stop delivering and drop the links."""
+    async def abort(self, cause: str | None = None) -> None:
+        """Stop delivering and drop the links (telling the peers ``cause``, if given)."""
         await self._stop()
-        await super().abort()
+        await super().abort(cause)
 
     def summary(self) -> dict[str, Any]:
         """What the local workers broadcast, and the sequence numbers delivered here."""

@@ -12,7 +12,6 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -31,22 +30,10 @@ from service.runtime.cluster import (
     _hello,
 )
 from tests.runtime.cluster_scenarios import SCENARIOS
-from tests.runtime.fabrics import ClusterPool, Clusters, Layout
+from tests.runtime.fabrics import ClusterPool, Clusters, Layout, free_ports
 
 REPO = Path(__file__).resolve().parents[2]
 DEADLINE = 60.0
-
-
-def free_ports(count: int) -> list[int]:
-    """Ports free on 127.0.0.1 now (held open together so they differ)."""
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
 
 
 def start(

@@ -18,11 +18,20 @@ from aiohttp.test_utils import TestClient, TestServer
 from api.codec import frontier_event
 from api.server import create_app
 from service.app import Cluster, DataflowManager, Settings, Unavailable
+from service.runtime.cluster import ClusterFabric
 from service.store.catalogue import Catalogue
-from tests.runtime.test_cluster import free_ports
-from tests.service.support import until
+from tests.runtime.fabrics import free_ports
 
 PASS = {"nodes": {"x": {"op": "input"}, "out": {"op": "output"}}, "edges": [["x", "out"]]}
+
+
+async def within(condition: Any, what: str, seconds: float = 10.0) -> None:
+    """Wait until ``condition()`` holds: what crosses a socket takes time, not loop turns."""
+    deadline = asyncio.get_running_loop().time() + seconds
+    while not condition():
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"timed out waiting until {what}")
+        await asyncio.sleep(0.005)
 
 
 def settings(
@@ -66,7 +75,7 @@ async def test_a_dataflow_created_at_one_is_running_at_both(pair: list[DataflowM
         record.created_at,
     )
     await second.drop("t", record.id)
-    await until(lambda: record.id not in first.dataflows, "the first forgets it too")
+    await within(lambda: record.id not in first.dataflows, "the first forgets it too")
     assert first.listing("t") == second.listing("t") == []
 
 
@@ -74,7 +83,7 @@ async def test_a_lost_peer_stops_the_process_with_503_naming_it(
     pair: list[DataflowManager],
 ) -> None:
     first, second = pair
-    assert second.fabric is not None
+    assert isinstance(second.fabric, ClusterFabric)
     await second.fabric.abort()  # as a crash does: no goodbye
     assert first.fatal is not None
     await asyncio.wait_for(first.fatal.wait(), 10.0)
@@ -125,7 +134,7 @@ async def test_a_dataflow_stored_at_one_process_only_is_dropped_at_recovery(
     catalogue.close()
     first, second = await started()
     try:
-        await until(lambda: first.ready and second.ready, "both recover")
+        await within(lambda: first.ready and second.ready, "both recover")
         for manager in (first, second):
             assert [(r.id, r.status) for r in manager.listing("t")] == [(kept.id, "running")]
         stored = Catalogue(tmp_path / "process-1")
