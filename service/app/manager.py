@@ -120,9 +120,20 @@ class DataflowRecord:
 
 Command = tuple[str, str, int, Any]
 """``(kind, dataflow id, dataflow index, payload)``, as the control plane's sequencer orders
-commands: ``create`` (in a cluster its payload is the dataflow itself: tenant, name, graph,
-creation time, so every process can build it), ``drop``, and in a cluster ``applied`` (payload
-``(kind, process)``: every worker of that process applied the dataflow's last ``kind``)."""
+commands:
+
+- ``create``: in a cluster its payload is the dataflow itself (tenant, name, graph, creation
+  time), so every process can build it;
+- ``drop``: its payload is the reason when the dataflow failed (every process shows it);
+- ``forget``: a failed dataflow, dropped on the workers already, goes;
+
+and in a cluster only:
+
+- ``applied`` (payload ``(kind, process)``): every worker of that process applied the
+  dataflow's last ``kind``;
+- ``consumer`` (payload ``(output, consumer, registered, committed, process)``): a consumer's
+  commit or end, made at that process;
+- ``recovered``: process 0 has issued the creates of every dataflow it had stored."""
 
 
 def _kept(batch: list[Any]) -> list[Any]:
@@ -239,18 +250,13 @@ class DataflowManager:
             loop.create_task(self._run(worker, sequencer), name=f"frontier-worker-{worker.index}")
             for worker, sequencer in zip(self._workers, self._sequencers, strict=True)
         ]
-        failed = fabric.failed()
-        if failed is not None:
-            self._tasks.append(loop.create_task(self._watch_fabric(failed), name="frontier-fabric"))
         if isinstance(fabric, ClusterFabric):
-            self._tasks.append(loop.create_task(self._watch_peers(fabric), name="frontier-peers"))
+            self._tasks.append(loop.create_task(self._watch(fabric), name="frontier-peers"))
         if stored:
             self._recovery = loop.create_task(self._recover(stored), name="frontier-recovery")
         else:
             self.ready = True
-            if self.processes > 1 and self.process == 0:
-                # Nothing to recover here: the others drop whatever only they had stored.
-                self._sequencers[0].push(("recovered", "", -1, None))
+            self._recovered()
         if math.isfinite(self.limits.staged_transaction_seconds):
             self._expiry = loop.create_task(self._expire_loop(), name="frontier-expiry")
 
@@ -274,22 +280,26 @@ class DataflowManager:
         )
         return await connect(spec)
 
-    async def _watch_fabric(self, failed: asyncio.Future[None]) -> None:
-        """Fail-stop when a peer process is lost: nothing computed here can be trusted."""
-        try:
-            await failed
-        except PeerLost as error:
+    async def _watch(self, fabric: ClusterFabric) -> None:
+        """Stop when a peer does: fail-stop if it was lost, gracefully if it left on purpose.
+
+        A lost peer means nothing computed here can be trusted any more; a peer that left
+        means the cluster is stopping.
+        """
+        failed, left = fabric.failed(), fabric.left()
+        either: list[asyncio.Future[Any]] = [failed, left]
+        await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+        error = failed.exception() if failed.done() and not failed.cancelled() else None
+        if isinstance(error, PeerLost):
             self._failure = error
             log.critical("the cluster lost a process, this one stops: %s", error)
             self._fail_pending(f"the service stopped: {error}")
             if self.fatal is not None:
                 self.fatal.set()
-
-    async def _watch_peers(self, fabric: ClusterFabric) -> None:
-        """A peer that stopped on purpose stops the cluster: this process stops too."""
-        self.left_by = await fabric.left()
-        log.warning("%s left the cluster: this process stops too", self.left_by)
-        self.left.set()
+        elif left.done():
+            self.left_by = left.result()
+            log.warning("%s left the cluster: this process stops too", self.left_by)
+            self.left.set()
 
     def _journal(self, dataflow: str, index: int, name: str) -> InputJournal:
         journal = self._journals.get((dataflow, name))
@@ -339,8 +349,7 @@ class DataflowManager:
             assert self.fatal is not None
             self.fatal.set()
             return
-        if self.processes > 1 and self.process == 0:
-            self._sequencers[0].push(("recovered", "", -1, None))
+        self._recovered()
         self.recovery_seconds = wallclock.perf_counter() - began
         self.ready = True
         log.info(
@@ -349,6 +358,14 @@ class DataflowManager:
             self.replayed.records,
             self.recovery_seconds,
         )
+
+    def _recovered(self) -> None:
+        """Process 0 of a cluster says it has issued every stored create (maybe none).
+
+        The others then drop whatever only they had stored.
+        """
+        if self.processes > 1 and self.process == 0:
+            self._sequencers[0].push(("recovered", "", -1, None))
 
     def _stored_record(self, dataflow: Any) -> DataflowRecord:
         """A stored dataflow's record, known before any command about it arrives."""
@@ -381,7 +398,7 @@ class DataflowManager:
         while record.status == "creating":
             if self._failure is not None:
                 raise RuntimeError(f"the service stopped: {self.failure}")
-            if self._zero_recovered and record.status == "creating":
+            if self._zero_recovered:
                 log.warning(
                     "dataflow %s is stored here but not at process 0: it is dropped", record.id
                 )
