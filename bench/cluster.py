@@ -55,10 +55,8 @@ from typing import Any
 
 from common import percentile, table  # bench/common.py (the script's folder)
 from runtime import (  # bench/runtime.py: W1 and W2 as the one-process benchmark runs them
+    w1_build,
     w1_data,
-    w1_keep,
-    w1_key,
-    w1_map,
     w1_plain,
     w1_split,
     w2_double,
@@ -100,17 +98,7 @@ async def w1_program(worker: Worker, sizes: dict[str, int]) -> dict[str, Any]:
     mine = w1_split(batches, worker.peers)[worker.index]
     out: dict[int, list[tuple[int, int]]] = defaultdict(list)
 
-    def build(scope: Any) -> Any:
-        handle, stream = scope.new_input()
-        counted = (
-            stream.map(w1_map)
-            .filter(w1_keep)
-            .count_by(w1_key)
-            .inspect_batch(lambda t, rs: out[t].extend(rs))
-        )
-        return handle, counted.probe()
-
-    handle, probe = worker.dataflow(build)
+    handle, probe = worker.dataflow(w1_build(out))
     start = await start_line(worker)
     for t, batch in enumerate(mine):
         handle.send_batch(batch)

@@ -240,6 +240,25 @@ def verdict(met: bool) -> str:
 # --------------------------------------------------------------------------- W1
 
 
+def w1_build(out: dict[int, list[tuple[int, int]]]) -> Callable[[Any], Any]:
+    """W1's dataflow: input -> map -> filter -> count_by, its counts per time into ``out``.
+
+    The builder returns ``(input handle, probe)``.
+    """
+
+    def build(scope: Any) -> Any:
+        handle, stream = scope.new_input()
+        counted = (
+            stream.map(w1_map)
+            .filter(w1_keep)
+            .count_by(w1_key)
+            .inspect_batch(lambda t, rs: out[t].extend(rs))
+        )
+        return handle, counted.probe()
+
+    return build
+
+
 def w1_map(r: Record) -> Record:
     return (r[0], r[1] * 2)
 
@@ -276,17 +295,7 @@ def w1_engine(parts: list[list[list[Record]]], options: Options) -> tuple[int, C
         async def work(worker: Worker) -> int:
             out = outputs[worker.index]
 
-            def build(scope: Any) -> Any:
-                handle, stream = scope.new_input()
-                counted = (
-                    stream.map(w1_map)
-                    .filter(w1_keep)
-                    .count_by(w1_key)
-                    .inspect_batch(lambda t, rs: out[t].extend(rs))
-                )
-                return handle, counted.probe()
-
-            handle, probe = worker.dataflow(build)
+            handle, probe = worker.dataflow(w1_build(out))
             mine = parts[worker.index]
             await start.wait()
             for t, batch in enumerate(mine):
