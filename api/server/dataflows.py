@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from aiohttp import web
 
 from api.codec import dataflow_json, summary_json
@@ -71,24 +69,9 @@ async def get_dataflow(request: web.Request) -> web.Response:
     manager = manager_of(request)
     record = manager.get(tenant_of(request), request.match_info["id"])
     operators = flag(request, "operators")
-    described = dataflow_json(manager.describe(record, operators=operators))
     # In a cluster, an input another process holds is described as that process sees it.
-    names = record.summary().inputs
-    held = await from_holders(request, record.id, names)
-    if held:
-        local = described["inputs"]
-        described["inputs"] = {name: local.get(name) or _described(held[name]) for name in names}
-    return json_response(described)
-
-
-def _described(view: Any) -> dict[str, Any]:
-    """An input as a dataflow's description shows it, from its holder's ``GET`` answer."""
-    return {
-        "frontier": view["frontier"],
-        "sessions": len(view["sessions"]),
-        "records_in": view["records_in"],
-        "closed": view["closed"],
-    }
+    elsewhere = await from_holders(request, record.id, record.summary().inputs)
+    return json_response(dataflow_json(manager.describe(record, operators, elsewhere)))
 
 
 async def delete_dataflow(request: web.Request) -> web.Response:

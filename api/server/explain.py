@@ -7,7 +7,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from api.codec import explain_json, input_from_json
+from api.codec import explain_json
 from api.server.context import manager_of, tenant_of
 from api.server.forward import from_holders
 from api.server.http import json_response
@@ -37,7 +37,6 @@ async def explain(request: web.Request) -> web.Response:
     manager = manager_of(request)
     record = manager.get(tenant_of(request), request.match_info["id"])
     # In a cluster, the inputs other processes hold are explained as they describe them.
-    held = await from_holders(request, record.id, record.summary().inputs)
-    elsewhere = {name: input_from_json(answer) for name, answer in held.items()}
+    elsewhere = await from_holders(request, record.id, record.summary().inputs)
     view = manager.explain(tenant_of(request), record.id, location, time, elsewhere)
     return json_response(explain_json(view))

@@ -23,9 +23,10 @@ import aiohttp
 import orjson
 from aiohttp import WSMsgType, web
 
+from api.codec import input_from_json
 from api.server.context import MANAGER, SETTINGS
 from api.server.problems import problem
-from service.app import Unavailable
+from service.app import InputView, Unavailable
 
 FORWARDED = "Frontier-Forwarded-By"
 """The header a forwarded request carries: the index of the process that forwarded it."""
@@ -103,11 +104,14 @@ async def forward_middleware(request: web.Request, handler: Handler) -> web.Stre
         raise _unreachable(process, address, request.match_info["input"], error) from None
 
 
-async def from_holders(request: web.Request, dataflow: str, names: list[str]) -> dict[str, Any]:
+async def from_holders(
+    request: web.Request, dataflow: str, names: list[str]
+) -> dict[str, InputView]:
     """What the processes holding a dataflow's inputs ``names`` say of each (``GET`` input).
 
-    A dataflow's description at any process shows every input as its holder sees it; the
-    request's own headers (its token) go with each question.
+    Only the inputs another process holds are asked about (none with one process). A
+    dataflow's description and explanations at any process show every input as its holder
+    sees it; the request's own headers (its token) go with each question.
     """
     if request.app[SETTINGS].cluster is None:
         return {}
@@ -119,13 +123,13 @@ async def from_holders(request: web.Request, dataflow: str, names: list[str]) ->
     headers = _forwarded_headers(request)
     client = _client(request.app)
 
-    async def ask(name: str, process: int) -> Any:
+    async def ask(name: str, process: int) -> InputView:
         address = _api(request, process)
         url = f"http://{address}/v1/dataflows/{dataflow}/inputs/{name}"
         try:
             async with client.get(url, headers=headers) as answer:
                 answer.raise_for_status()
-                return orjson.loads(await answer.read())
+                return input_from_json(orjson.loads(await answer.read()))
         except (TimeoutError, aiohttp.ClientError) as error:
             raise _unreachable(process, address, name, error) from None
 

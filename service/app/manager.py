@@ -1068,12 +1068,27 @@ class DataflowManager:
 
     # ----------------------------------------------------------------- descriptions
 
-    def describe(self, record: DataflowRecord, operators: bool = True) -> DataflowView:
+    def describe(
+        self,
+        record: DataflowRecord,
+        operators: bool = True,
+        elsewhere: Mapping[str, InputView] | None = None,
+    ) -> DataflowView:
         """The dataflow in full, with frontiers and record counts.
 
         Its graph, status, inputs and outputs with their frontiers, and (optionally) every
-        operator's output frontiers and record counts.
+        operator's output frontiers and record counts. ``elsewhere`` is, in a cluster, the
+        inputs other processes hold, as they describe them.
         """
+        inputs = {
+            name: InputState(p.applied_frontier(), len(p.sessions), p.records_in, p.closed)
+            for name, p in record.inputs.items()
+        }
+        for name, view in (elsewhere or {}).items():
+            inputs[name] = InputState(
+                view.frontier, len(view.sessions), view.records_in, view.closed
+            )
+        order = record.plan.spec.inputs()
         return DataflowView(
             record.id,
             record.name,
@@ -1081,10 +1096,7 @@ class DataflowManager:
             record.created_at,
             record.graph,
             record.error,
-            {
-                name: InputState(p.applied_frontier(), len(p.sessions), p.records_in, p.closed)
-                for name, p in record.inputs.items()
-            },
+            {name: inputs[name] for name in order if name in inputs},
             {
                 name: OutputState(list(log.frontier()), log.records_out)
                 for name, log in record.outputs.items()
