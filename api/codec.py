@@ -23,13 +23,14 @@ from service.app import (
     InputView,
     OutputPage,
     OutputView,
+    Product,
     SessionView,
+    check_time,
     decode_time,
     encode_time,
     event_to_json,
 )
 from service.app.explain import ExplainView, HolderView
-from service.progress import Product, check_time
 
 
 def time_from_json(value: object) -> int | Product[Any, Any]:
@@ -53,7 +54,7 @@ def time_from_json(value: object) -> int | Product[Any, Any]:
     >>> time_from_json("5")
     Traceback (most recent call last):
     ...
-    operators.capture.event.EventFormatError: not a time: '5'
+    operators.progress.time_codec.TimeFormatError: not a time: '5'
     """
     if isinstance(value, Product):
         try:

@@ -9,7 +9,7 @@ each body is parsed once, from bytes, with ``Model.model_validate_json(body)``, 
 fields. Everything behind the edge uses plain dataclasses.
 
 Times arrive in their JSON form (an integer, or ``[outer, inner]`` arrays) and leave the
-models as engine times (``int`` or :class:`~service.progress.Product`, see :data:`Time`):
+models as engine times (``int`` or :class:`~operators.progress.Product`, see :data:`Time`):
 checked and converted once, so a bad one is reported with a pointer to it, and what the
 handlers pass on is what the engine takes. Times met elsewhere (query parameters, responses) are
 converted by :mod:`api.codec`.
@@ -40,7 +40,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError, core_schema
 
 from api.codec import time_from_json, time_to_json
-from service.progress import MAX_TIME, Product
+from service.app import MAX_TIME, Product
 
 TIME_ERROR = "a time is an integer in [0, 2**64) or an array [outer, inner] of two times"
 """The detail of every problem with a time."""

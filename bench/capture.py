@@ -103,8 +103,8 @@ import uvloop
 import operators  # noqa: F401  (registers the stream-building scope)
 from operators.capture import Event, FileEventReader, FileEventWriter, Messages, Progress
 from operators.capture.event import FRAME_HEADER, decode_event
-from service.progress import MutableAntichain
-from service.runtime import Worker, execute
+from operators.progress import MutableAntichain
+from operators.runtime import Worker, execute
 
 SECTIONS = ("C", "S")
 DEFAULT_REPEATS = {"C": 9, "S": 5}  # C's runs are short: more repeats steady its medians

@@ -1,7 +1,7 @@
 """Benchmark of the cluster fabric: the engine across processes beside one process.
 
 Every measurement runs fresh child processes of this script (``child`` mode): each forms
-its cluster with ``service.runtime.cluster.connect`` on 127.0.0.1 (or, for one process,
+its cluster with ``operators.runtime.cluster.connect`` on 127.0.0.1 (or, for one process,
 uses the in-process fabric, as ``execute`` does by default), builds the dataflow, waits at a
 start line (a dataflow every worker must close before any sees it complete, so every
 process has built everything), runs the workload and prints what it measured as one JSON
@@ -69,8 +69,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import uvloop
 
 import operators  # noqa: F401  (registers the stream-building scope)
-from service.runtime import Fabric, Worker, execute
-from service.runtime.cluster import ClusterFabric, ClusterSpec, connect
+from operators import Worker, execute
+from operators.runtime import Fabric
+from operators.runtime.cluster import ClusterFabric, ClusterSpec, connect
 
 SCRIPT = Path(__file__).resolve()
 SECRET = b"bench"

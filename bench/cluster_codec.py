@@ -27,7 +27,7 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import table
-from service.progress import Product
+from operators.progress import Product
 
 try:
     import msgpack

@@ -89,8 +89,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import uvloop
 
 import operators  # noqa: F401  (registers the stream-building scope)
-from service.progress import Product
-from service.runtime import Worker, execute
+from operators import Worker, execute
+from operators.progress import Product
 
 WORKLOADS = ("W1", "W2", "W3")
 

@@ -1,7 +1,7 @@
-"""Benchmark of the progress :class:`~service.progress.reachability.Tracker`.
+"""Benchmark of the progress :class:`~operators.progress.reachability.Tracker`.
 
 What it measures, on graphs of N operators (N from ``--sizes``, default 10, 100, 1,000, 10,000)
-built with :class:`~service.progress.reachability.Builder` over integer times:
+built with :class:`~operators.progress.reachability.Builder` over integer times:
 
 Topologies (N counts every operator except node 0, which has no ports):
 
@@ -65,7 +65,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from service.progress import Antichain, Builder, Source, Target, Tracker
+from operators.progress import Antichain, Builder, Source, Target, Tracker
 
 INPUT = Source(1, 0)
 TOPOLOGIES = ("chain", "loop")

@@ -1,4 +1,4 @@
-"""The operator builder and the catalogue of operators, over the engine in service.runtime.
+"""The engine: progress tracking, the runtime, the operator builder and the catalogue.
 
 Importing this package makes ``worker.dataflow`` hand out :class:`Scope` objects with the
 stream-building methods (``new_input``, ``feedback``, and through streams the catalogue).
@@ -21,17 +21,23 @@ needs::
     assert run(work, workers=2) == [[1], [1]]
 """
 
-from operators.capability import Capability, CapabilityError, InputCapability
-from operators.core import OperatorBuilder, OperatorCore
-from operators.feedback import LoopHandle
-from operators.input import InputClosed, InputHandle
-from operators.ok_err import Err, Ok
-from operators.ports import InputPort, OutputPort, Session
-from operators.probe import ProbeHandle
-from operators.scope import Scope
-from operators.stream import Stream
-from operators.sync import Barrier, Sequencer
-from service.runtime import Worker, execute, run
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from operators.capability import Capability, CapabilityError, InputCapability
+    from operators.core import OperatorBuilder, OperatorCore
+    from operators.feedback import LoopHandle
+    from operators.input import InputClosed, InputHandle
+    from operators.ok_err import Err, Ok
+    from operators.ports import InputPort, OutputPort, Session
+    from operators.probe import ProbeHandle
+    from operators.runtime import Worker, execute, run
+    from operators.scope import Scope
+    from operators.stream import Stream
+    from operators.sync import Barrier, Sequencer
 
 __all__ = [
     "Barrier",
@@ -56,3 +62,14 @@ __all__ = [
     "execute",
     "run",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Load the engine on first use of one of its public names (see :mod:`operators.public`).
+
+    Lazily, so that ``import operators.progress`` does not load the runtime: the progress
+    core is pure.
+    """
+    if name in __all__:
+        return getattr(importlib.import_module("operators.public"), name)
+    raise AttributeError(f"module 'operators' has no attribute {name!r}")

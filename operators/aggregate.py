@@ -7,8 +7,8 @@ from typing import Any
 
 from operators.core import OperatorBuilder
 from operators.held import HeldTimes
+from operators.runtime import Interest
 from operators.stream import Stream
-from service.runtime import Interest
 
 
 def aggregate(

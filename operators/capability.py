@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import TYPE_CHECKING
 
-from service.progress import ChangeBatch, less_equal, results_in
+from operators.progress import ChangeBatch, less_equal, results_in
 
 if TYPE_CHECKING:
     from operators.ports import OutputPort

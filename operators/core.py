@@ -32,12 +32,12 @@ from typing import TYPE_CHECKING, Any
 
 from operators.capability import Capability
 from operators.ports import InputPort, OutputPort
-from service.progress import Antichain, Connectivity, Source, Target, is_identity
-from service.runtime import ExchangePusher, Interest, SharedProgress, Tee
+from operators.progress import Antichain, Connectivity, Source, Target, is_identity
+from operators.runtime import ExchangePusher, Interest, SharedProgress, Tee
 
 if TYPE_CHECKING:
+    from operators.runtime import Scope
     from operators.stream import Stream
-    from service.runtime import Scope
 
 Logic = Callable[[], object]
 """Operator logic: called when scheduled; a truthy result means "still busy, keep me"."""

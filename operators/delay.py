@@ -12,9 +12,9 @@ from typing import Any, cast
 
 from operators.capability import Capability
 from operators.core import OperatorBuilder
+from operators.progress import check_time, less_equal
+from operators.runtime import Interest
 from operators.stream import Stream
-from service.progress import check_time, less_equal
-from service.runtime import Interest
 
 
 def delay(

@@ -7,9 +7,9 @@ counts what enters (to report it consumed) and its inner operators count what le
 
 from __future__ import annotations
 
+from operators.progress import Source, Target
+from operators.runtime import Scope
 from operators.stream import Stream
-from service.progress import Source, Target
-from service.runtime import Scope
 
 
 def enter(stream: Stream, scope: Scope) -> Stream:

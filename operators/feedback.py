@@ -13,9 +13,9 @@ from collections.abc import Callable, Hashable
 
 from operators.core import OperatorBuilder
 from operators.ports import InputPort, OutputPort
+from operators.progress import is_identity, results_in
+from operators.runtime import Interest, Scope
 from operators.stream import Stream
-from service.progress import is_identity, results_in
-from service.runtime import Interest, Scope
 
 
 class LoopHandle:

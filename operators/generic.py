@@ -16,8 +16,8 @@ from operators.capability import Capability
 from operators.core import OperatorBuilder, OperatorCore
 from operators.notificator import Notificator
 from operators.ports import InputPort, OutputPort
+from operators.runtime import Interest
 from operators.stream import Stream
-from service.runtime import Interest
 
 UnaryLogic = Callable[[InputPort, OutputPort], object]
 BinaryLogic = Callable[[InputPort, InputPort, OutputPort], object]

@@ -9,7 +9,7 @@ frontier moves, so while it stands still only the times first seen since the las
 checked. (A scan of every held time per call would cost O(times held) per batch: quadratic
 when a producer sends many times before advancing.)
 
->>> from service.progress import MutableAntichain
+>>> from operators.progress import MutableAntichain
 >>> held: HeldTimes[int] = HeldTimes()
 >>> frontier = MutableAntichain([(0, 1)])
 >>> held.ready(frontier)
@@ -22,7 +22,7 @@ from collections.abc import Callable, Collection, Hashable, Iterable, Sequence
 from typing import Any, Generic, TypeVar, cast
 
 from operators.capability import Capability, InputCapability
-from service.progress import MutableAntichain
+from operators.progress import MutableAntichain
 
 S = TypeVar("S")
 

@@ -13,9 +13,9 @@ from typing import Any
 from operators.capability import Capability
 from operators.core import OperatorBuilder
 from operators.ports import OutputPort
+from operators.progress import check_time, less_equal
+from operators.runtime import Interest, Scope
 from operators.stream import Stream
-from service.progress import check_time, less_equal
-from service.runtime import Interest, Scope
 
 _BATCH = 1024
 """Single records sent with :meth:`InputHandle.send` are buffered into batches of this many."""

@@ -15,9 +15,9 @@ from typing import Any
 
 from operators.core import OperatorBuilder
 from operators.ports import InputPort
+from operators.progress import MutableAntichain
+from operators.runtime import Interest
 from operators.stream import Stream
-from service.progress import MutableAntichain
-from service.runtime import Interest
 
 _Stash = dict[Hashable, dict[Hashable, list[Any]]]
 """Per time, per key, the records one side has delivered so far."""

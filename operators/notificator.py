@@ -13,7 +13,7 @@ from typing import Any, cast
 
 from operators.capability import Capability
 from operators.held import ReadyTimes
-from service.progress import MutableAntichain
+from operators.progress import MutableAntichain
 
 
 class Notificator:

@@ -12,8 +12,8 @@ from collections.abc import Hashable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from operators.capability import Capability, CapabilityError, InputCapability
-from service.progress import ChangeBatch, MutableAntichain
-from service.runtime import Tee
+from operators.progress import ChangeBatch, MutableAntichain
+from operators.runtime import Tee
 
 if TYPE_CHECKING:
     from operators.core import OperatorCore

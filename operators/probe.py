@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Hashable
 
+from operators.progress import Antichain, MutableAntichain
+from operators.runtime import Worker
 from operators.stream import Stream
-from service.progress import Antichain, MutableAntichain
-from service.runtime import Worker
 
 
 class ProbeHandle:

@@ -8,9 +8,9 @@ from operators.capture.pushers import EventReader
 from operators.capture.replay import replay_into
 from operators.feedback import LoopHandle, feedback
 from operators.input import InputHandle, new_input
+from operators.runtime import Scope as EngineScope
+from operators.runtime import register_scope_type
 from operators.stream import Stream
-from service.runtime import Scope as EngineScope
-from service.runtime import register_scope_type
 
 
 class Scope(EngineScope):

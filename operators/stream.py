@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from service.progress import Source
-from service.runtime import Scope, Tee
+from operators.progress import Source
+from operators.runtime import Scope, Tee
 
 if TYPE_CHECKING:
     from operators.capability import Capability

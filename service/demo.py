@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Iterable
 from typing import cast
 
-from service.progress import Antichain, Builder, MutableAntichain, Product, Source, Target
+from operators.progress import Antichain, Builder, MutableAntichain, Product, Source, Target
 
 _ROUNDS = 3
 _EPOCHS = 3

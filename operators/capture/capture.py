@@ -8,8 +8,8 @@ from operators.capability import Capability
 from operators.capture.event import Messages, Progress
 from operators.capture.pushers import EventPusher
 from operators.core import OperatorBuilder
+from operators.runtime import Interest
 from operators.stream import Stream
-from service.runtime import Interest
 
 
 def capture_into(stream: Stream, pusher: EventPusher, name: str = "Capture") -> None:

@@ -18,6 +18,7 @@ where a time ``T`` is an integer, or for ``Product(outer, inner)`` the array
 ``[outer, inner]`` (nested for deeper scopes), and records are any JSON values. In files and
 on TCP, events are *frames*: a 4-byte little-endian length, then that many bytes of JSON.
 
+>>> from operators.progress import Product
 >>> decode_event(encode_event(Messages(Product(1, 2), ["a"])))
 Messages(time=Product(outer=1, inner=2), records=['a'])
 >>> decode_event(b'{"type": "progress", "changes": [[0, -1], [3, 1]]}')
@@ -33,7 +34,7 @@ from typing import Any
 
 import orjson
 
-from service.progress import MAX_TIME, Product, check_time
+from operators.progress import TimeFormatError, decode_time, encode_time
 
 FRAME_HEADER = struct.Struct("<I")
 """The length prefix of a frame."""
@@ -65,23 +66,11 @@ class EventFormatError(ValueError):
     """Bytes that are not a valid event (bad JSON, or JSON of the wrong shape)."""
 
 
-def encode_time(time: Hashable) -> Any:
-    """A time as JSON: an int, or ``[outer, inner]`` for a product (recursively)."""
-    if type(time) is int:
-        check_time(time)  # a negative or huge time would make a frame nobody can read
-        return time
-    if isinstance(time, Product):
-        return [encode_time(time.outer), encode_time(time.inner)]
-    raise TypeError(f"cannot encode the time {time!r}")
-
-
-def decode_time(value: Any) -> Hashable:
-    """The inverse of :func:`encode_time`."""
-    if type(value) is int and 0 <= value <= MAX_TIME:
-        return value
-    if isinstance(value, list) and len(value) == 2:
-        return Product(decode_time(value[0]), decode_time(value[1]))
-    raise EventFormatError(f"not a time: {value!r}")
+def _time(value: Any) -> Hashable:
+    try:
+        return decode_time(value)
+    except TimeFormatError as error:
+        raise EventFormatError(str(error)) from None
 
 
 def event_to_json(event: Event) -> dict[str, Any]:
@@ -100,7 +89,7 @@ def event_from_json(value: Any) -> Event:
         records = value.get("records")
         if not isinstance(records, list):
             raise EventFormatError("a messages event needs a list of records")
-        return Messages(decode_time(value.get("time")), records)
+        return Messages(_time(value.get("time")), records)
     if kind == "progress":
         changes = value.get("changes")
         if not isinstance(changes, list):
@@ -109,7 +98,7 @@ def event_from_json(value: Any) -> Event:
         for change in changes:
             if not (isinstance(change, list) and len(change) == 2 and type(change[1]) is int):
                 raise EventFormatError(f"not a change [time, diff]: {change!r}")
-            decoded.append((decode_time(change[0]), change[1]))
+            decoded.append((_time(change[0]), change[1]))
         return Progress(decoded)
     raise EventFormatError(f"unknown event type {kind!r}")
 

@@ -15,9 +15,9 @@ from operators.capability import Capability
 from operators.capture.event import Messages
 from operators.capture.pushers import EventReader
 from operators.core import OperatorBuilder
+from operators.progress import MutableAntichain
+from operators.runtime import Interest, Scope
 from operators.stream import Stream
-from service.progress import MutableAntichain
-from service.runtime import Interest, Scope
 
 
 def replay_into(scope: Scope, streams: Sequence[EventReader], name: str = "Replay") -> Stream:

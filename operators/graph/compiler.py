@@ -35,8 +35,8 @@ from operators.graph.registry import (
     register_operator,
 )
 from operators.graph.spec import EdgeSpec, GraphError, GraphSpec, NodeSpec, Problem, escape
+from operators.progress import Antichain, Builder, Source, Target
 from operators.stream import Stream
-from service.progress import Antichain, Builder, Source, Target
 
 Inputs = dict[str, list[tuple[str, int]]]
 """Per node, per input port in order, the ``(node, output port)`` feeding it."""

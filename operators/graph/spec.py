@@ -33,7 +33,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from service.runtime import INTEGERS, TimeDomain
+from operators.runtime import INTEGERS, TimeDomain
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,127}")
 MAX_NODES = 1000

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from operators.input import InputHandle
 from operators.probe import ProbeHandle
+from operators.runtime import Worker
 from operators.scope import Scope
-from service.runtime import Worker
 
 
 class Barrier:

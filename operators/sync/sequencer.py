@@ -33,9 +33,9 @@ from operators.capability import Capability
 from operators.core import OperatorBuilder, OperatorCore
 from operators.input import InputClosed
 from operators.ports import InputPort, OutputPort
+from operators.runtime import Interest, Worker
 from operators.scope import Scope
 from operators.stream import Stream
-from service.runtime import Interest, Worker
 
 T = TypeVar("T")
 

@@ -8,17 +8,18 @@ operator catalogue, the graph's shape checker (:func:`parse_graph`, which the AP
 delegates to) and the format of captured events reach the API from here.
 """
 
-from operators.capture.event import (
-    Event,
-    EventFormatError,
-    Messages,
-    Progress,
-    decode_time,
-    encode_time,
-    event_to_json,
-)
+from operators.capture.event import Event, EventFormatError, Messages, Progress, event_to_json
 from operators.graph import GraphError, GraphSpec, Problem, describe_catalogue, parse_graph
 from operators.graph.spec import escape
+from operators.progress import (
+    MAX_TIME,
+    Product,
+    TimeFormatError,
+    check_time,
+    decode_time,
+    encode_time,
+)
+from operators.runtime.cluster import ClusterError
 from service.app.errors import (
     BadRequest,
     Conflict,
@@ -50,10 +51,10 @@ from service.app.views import (
     SessionView,
     SubscriberView,
 )
-from service.runtime.cluster import ClusterError
 from service.store import StoreError
 
 __all__ = [
+    "MAX_TIME",
     "Ack",
     "BadRequest",
     "Cluster",
@@ -88,6 +89,7 @@ __all__ = [
     "OutputView",
     "Problem",
     "ProducerInput",
+    "Product",
     "Progress",
     "ServiceError",
     "SessionView",
@@ -95,8 +97,10 @@ __all__ = [
     "StoreError",
     "Subscriber",
     "SubscriberView",
+    "TimeFormatError",
     "Unauthorized",
     "Unavailable",
+    "check_time",
     "decode_time",
     "describe_catalogue",
     "encode_time",

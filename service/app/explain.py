@@ -1,6 +1,6 @@
 """Why is this time not complete? The pointstamps that hold it back, named as the graph is.
 
-The engine answers in locations and pointstamps (:mod:`service.runtime.explain`); this module
+The engine answers in locations and pointstamps (:mod:`operators.runtime.explain`); this module
 names them as the graph does and as the rest of the API does: operators by their node's name,
 ports as ``node:port`` (an output port; an edge goes ``["from node:port", "to node:port"]``),
 and says what each one is:
@@ -27,14 +27,22 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from operators.capture.event import decode_time, encode_time
 from operators.graph import BuiltGraph, Plan
+from operators.progress import (
+    Location,
+    Product,
+    Source,
+    Target,
+    check_time,
+    decode_time,
+    encode_time,
+    same_domain,
+)
+from operators.runtime import Subgraph
+from operators.runtime.explain import Blocker, explain, is_complete
 from service.app.errors import Invalid, NotFound
 from service.app.outputs import sorted_times
 from service.app.views import InputView
-from service.progress import Location, Product, Source, Target, check_time, same_domain
-from service.runtime import Subgraph
-from service.runtime.explain import Blocker, explain, is_complete
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,7 +34,16 @@ from datetime import UTC, datetime
 from typing import Any, Protocol, TypeAlias, cast
 
 from operators import Capability, OperatorBuilder, OutputPort, Stream
-from operators.capture.event import encode_time
+from operators.progress import (
+    MAX_TIME,
+    Product,
+    check_time,
+    encode_time,
+    less_equal,
+    minimum_like,
+    same_domain,
+)
+from operators.runtime import Interest
 from service.app.errors import (
     Conflict,
     Gone,
@@ -45,15 +54,6 @@ from service.app.errors import (
 )
 from service.app.settings import Limits
 from service.app.views import Ack, InputView, SessionView
-from service.progress import (
-    MAX_TIME,
-    Product,
-    check_time,
-    less_equal,
-    minimum_like,
-    same_domain,
-)
-from service.runtime import Interest
 
 
 def meet(a: Hashable, b: Hashable) -> Hashable:

@@ -38,6 +38,9 @@ from operators.graph import (
     parse_graph,
     register_operator,
 )
+from operators.progress import Antichain, Source
+from operators.runtime import Fabric, stable_hash
+from operators.runtime.cluster import ClusterFabric, ClusterSpec, PeerLost, connect
 from operators.sync import Sequencer
 from service.app.durable import BatchDecoder, InputJournal, Replayed, Store
 from service.app.errors import (
@@ -68,9 +71,6 @@ from service.app.views import (
     RecordErrors,
     StoreStats,
 )
-from service.progress import Antichain, Source
-from service.runtime import Fabric, stable_hash
-from service.runtime.cluster import ClusterFabric, ClusterSpec, PeerLost, connect
 from service.store import Durability
 
 log = logging.getLogger("frontier.service")

@@ -20,10 +20,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from operators.capture import Messages, Progress
-from operators.capture.event import encode_time
+from operators.progress import Antichain, MutableAntichain, encode_time, less_equal, same_domain
 from service.app.errors import BadRequest, Gone, Invalid
 from service.app.views import ConsumerView, OutputPage, OutputView, SubscriberView
-from service.progress import Antichain, MutableAntichain, less_equal, same_domain
 
 
 class Wake:

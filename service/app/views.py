@@ -2,7 +2,7 @@
 
 The service core speaks in these values; :mod:`api` alone turns them into JSON, Arrow or
 WebSocket frames. Times in them are engine times (``int`` or
-:class:`~service.progress.Product`), never their wire form.
+:class:`~operators.progress.Product`), never their wire form.
 """
 
 from __future__ import annotations

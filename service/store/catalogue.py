@@ -28,7 +28,7 @@ from typing import Any
 
 import orjson
 
-from operators.capture.event import decode_time, encode_time
+from operators.progress import decode_time, encode_time
 from service.store.log import StoreError
 
 FILE = "catalogue.sqlite3"

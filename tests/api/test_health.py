@@ -7,8 +7,8 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from api.server import create_app
+from operators import Worker
 from service.app import Settings
-from service.runtime import Worker
 
 GRAPH = {"nodes": {"i": {"op": "input"}, "o": {"op": "output"}}, "edges": [["i", "o"]]}
 

@@ -24,7 +24,7 @@ import pytest
 
 from api.client import AsyncClient
 from api.client.client import AsyncSession
-from service.runtime import stable_hash
+from operators.runtime import stable_hash
 from tests.e2e.conftest import (
     REPO,
     SHUTDOWN,

@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from service.runtime import stable_hash
+from operators.runtime import stable_hash
 from tests.e2e.conftest import REPO, SHUTDOWN, STARTUP, WORDS_COUNT
 from tests.runtime.netns import Unavailable, VethPair, veth_pair
 

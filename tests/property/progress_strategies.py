@@ -13,7 +13,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from service.progress import MAX_TIME, Antichain, Builder, Product, Source, Target
+from operators.progress import MAX_TIME, Antichain, Builder, Product, Source, Target
 
 BIG = 2**63
 """A summary two of which overflow (``BIG + BIG > MAX_TIME``), but one does not."""

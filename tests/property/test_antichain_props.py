@@ -9,7 +9,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from progress_strategies import minimal, naive_le, of_shape, shapes, small_ints
 
-from service.progress import MAX_TIME, Antichain, MutableAntichain, Product
+from operators.progress import MAX_TIME, Antichain, MutableAntichain, Product
 
 SETTINGS = settings(max_examples=300, deadline=None)
 

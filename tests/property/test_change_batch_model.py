@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
 
-from service.progress import ChangeBatch, Product
+from operators.progress import ChangeBatch, Product
 
 items = st.one_of(st.integers(0, 4), st.builds(Product, st.integers(0, 1), st.integers(0, 1)))
 diffs = st.integers(-3, 3)

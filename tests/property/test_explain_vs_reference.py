@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from progress_strategies import graphs, times_for
 from test_tracker_vs_reference import KINDS, is_sound
 
-from service.progress import Source, Target, frontier, less_equal, results_in
+from operators.progress import Source, Target, frontier, less_equal, results_in
 
 
 @pytest.mark.parametrize("kind", KINDS)

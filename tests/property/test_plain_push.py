@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from api.models import SEQ_MAX, ClientFrame, PlainPush, Push, PushFrame, plain_push
-from service.progress import MAX_TIME
+from operators.progress import MAX_TIME
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**63), 2**63) | st.text(max_size=3),

@@ -18,7 +18,7 @@ from progress_strategies import (
     wide_ints,
 )
 
-from service.progress import (
+from operators.progress import (
     MAX_TIME,
     Product,
     check_time,

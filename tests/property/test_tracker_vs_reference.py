@@ -1,4 +1,4 @@
-"""The incremental Builder/Tracker against the plain fixpoints of ``service.progress.reference``.
+"""The incremental Builder/Tracker against the plain fixpoints of ``operators.progress.reference``.
 
 Graphs are small random scopes (see ``progress_strategies.graphs``): acyclic, or with cycles
 that re-enter only strictly advancing operators, over int times and over ``Product(int, int)``
@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from progress_strategies import GraphSpec, graphs, minimal, times_for
 
-from service.progress import (
+from operators.progress import (
     Antichain,
     CycleError,
     MutableAntichain,

@@ -1,6 +1,6 @@
 """One process of a test cluster: ``python -m tests.runtime.cluster_child SCENARIO ...``.
 
-Forms the cluster (``service.runtime.cluster.connect``), runs the scenario of
+Forms the cluster (``operators.runtime.cluster.connect``), runs the scenario of
 :mod:`tests.runtime.cluster_scenarios` on this process's workers, and prints their results
 as one JSON line ``{"workers": [global indexes], "results": [...]}``. A cluster error (a
 hello that does not match, a peer lost) is printed as ``frontier: <error>`` on stderr, with
@@ -15,8 +15,8 @@ import sys
 
 import uvloop
 
-from service.runtime import execute
-from service.runtime.cluster import ClusterError, ClusterSpec, connect, parse_peers
+from operators import execute
+from operators.runtime.cluster import ClusterError, ClusterSpec, connect, parse_peers
 from tests.runtime.cluster_scenarios import SCENARIOS
 
 

@@ -13,8 +13,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import operators  # noqa: F401  (registers the stream-building scope)
-from service.progress import Product
-from service.runtime import Worker
+from operators import Worker
+from operators.progress import Product
 
 TIMES = 4
 

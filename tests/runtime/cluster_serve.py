@@ -2,7 +2,7 @@
 
 ``python -m tests.runtime.cluster_serve`` reads commands on stdin, one per run, each a frame
 (a 4-byte length, then a pickle) of a :class:`Command`. For each it forms the cluster the
-command describes (``service.runtime.cluster.connect``, fresh sockets every run), runs
+command describes (``operators.runtime.cluster.connect``, fresh sockets every run), runs
 ``program(worker, *args)`` on this process's workers with ``execute``, says goodbye to its
 peers, and answers on stdout with a frame: ``("ok", global worker indexes, results,
 summary)`` or ``("error", exception)``. A command may name the fabric to use over the links
@@ -27,8 +27,8 @@ from typing import IO, Any
 
 import uvloop
 
-from service.runtime import Worker, execute
-from service.runtime.cluster import ClusterError, ClusterFabric, ClusterSpec, Link, connect
+from operators import Worker, execute
+from operators.runtime.cluster import ClusterError, ClusterFabric, ClusterSpec, Link, connect
 
 HEADER = struct.Struct("<I")
 SECRET = b"frontier-tests"

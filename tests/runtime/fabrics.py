@@ -3,7 +3,7 @@
 A runtime test that runs with several workers takes a :class:`Layout` parameter
 (:func:`layouts`): ``1x3`` is one process of three workers on the in-process fabric, as
 before; ``3x1`` and ``2x2`` are clusters of child processes (processes x workers) joined by
-``service.runtime.cluster`` over real sockets on 127.0.0.1. The test runs a module-level
+``operators.runtime.cluster`` over real sockets on 127.0.0.1. The test runs a module-level
 program with :meth:`Clusters.run` and asserts the same exact values whatever the layout::
 
     @pytest.mark.parametrize("layout", layouts(1, 3))
@@ -47,8 +47,8 @@ from typing import IO, Any
 
 import pytest
 
-from service.runtime import execute
-from service.runtime.cluster import ClusterFabric, ClusterSpec, Link, PeerLost
+from operators import execute
+from operators.runtime.cluster import ClusterFabric, ClusterSpec, Link, PeerLost
 from tests.runtime.cluster_serve import HEADER, Command, frame
 
 REPO = Path(__file__).resolve().parents[2]

@@ -24,9 +24,10 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import operators  # noqa: F401  (registers the stream-building scope)
-from service.progress import Antichain
-from service.runtime import Fabric, Worker
-from service.runtime.cluster import ALL_LOCAL, ClusterFabric, ClusterSpec, Link
+from operators import Worker
+from operators.progress import Antichain
+from operators.runtime import Fabric
+from operators.runtime.cluster import ALL_LOCAL, ClusterFabric, ClusterSpec, Link
 
 R = TypeVar("R")
 

@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 
 from operators import Barrier, InputClosed
-from service.runtime import Worker, execute
+from operators.runtime import Worker, execute
 from tests.runtime.fabrics import Clusters, Layout, layouts
 from tests.runtime.harness import (
     ReorderingClusterFabric,

@@ -48,7 +48,7 @@ from operators.capture import (
     decode_event,
     frame,
 )
-from service.progress import Antichain, Product, less_equal
+from operators.progress import Antichain, Product, less_equal
 from tests.runtime.capture_procs import known
 from tests.runtime.fabrics import Clusters, Layout, layouts
 from tests.runtime.harness import ReorderingFabric, SafetyLog, within

@@ -1,4 +1,4 @@
-"""Processes of one cluster over real TCP sockets on 127.0.0.1 (``service.runtime.cluster``).
+"""Processes of one cluster over real TCP sockets on 127.0.0.1 (``operators.runtime.cluster``).
 
 Each test starts real child processes (``tests/runtime/cluster_child.py``), one per cluster
 process, and compares what their workers computed with one process running as many workers:
@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
-from service.runtime import Worker, execute
-from service.runtime.cluster import (
+from operators import Worker, execute
+from operators.runtime.cluster import (
     PROTOCOL,
     ClusterError,
     ClusterSpec,

@@ -31,7 +31,7 @@ from operators.capture import (
     frame,
 )
 from operators.capture.event import MAX_FRAME
-from service.progress import Product
+from operators.progress import Product
 
 EVENTS: list[Event] = [
     Messages(0, ["a"]),

@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from service.progress import Product, Source, Target
-from service.runtime import Worker, execute
-from service.runtime.explain import Blocker, explain, is_complete
+from operators import Worker, execute
+from operators.progress import Product, Source, Target
+from operators.runtime.explain import Blocker, explain, is_complete
 from tests.runtime.harness import within
 
 P = Product

@@ -26,9 +26,9 @@ import yaml
 
 import operators  # noqa: F401  (registers the stream-building scope)
 from operators.graph import EvaluationError, GraphError, compile_graph, parse_graph
+from operators.progress import Product
+from operators.runtime import INTEGERS, Worker
 from operators.stream import Stream
-from service.progress import Product
-from service.runtime import INTEGERS, Worker
 from tests.runtime.fabrics import Clusters, Layout
 
 Feeds = dict[str, list[tuple[Hashable, list[Any]]]]

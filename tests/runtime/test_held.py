@@ -6,7 +6,7 @@ from collections.abc import Hashable
 from typing import Any
 
 from operators.held import HeldTimes
-from service.progress import MutableAntichain, Product
+from operators.progress import MutableAntichain, Product
 
 
 class Held:

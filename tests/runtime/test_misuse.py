@@ -22,8 +22,8 @@ from typing import Any
 import pytest
 
 from operators import CapabilityError, InputClosed, OperatorBuilder
-from service.progress import CycleError, Product, Source, Target
-from service.runtime import Fabric, Worker, execute
+from operators.progress import CycleError, Product, Source, Target
+from operators.runtime import Fabric, Worker, execute
 from tests.runtime.fabrics import Clusters, Layout, layouts
 from tests.runtime.harness import within
 
@@ -152,7 +152,7 @@ def two_outputs(
 
 
 def _antichain(*elements: Hashable) -> Any:
-    from service.progress import Antichain
+    from operators.progress import Antichain
 
     return Antichain(elements)
 

@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from service.runtime import execute
+from operators import execute
 from tests.runtime.cluster_scenarios import SCENARIOS
 from tests.runtime.fabrics import REPO
 from tests.runtime.netns import Unavailable, VethPair, veth_pair

@@ -17,8 +17,9 @@ from typing import Any
 
 import pytest
 
-from service.progress import Antichain, Product
-from service.runtime import Fabric, Worker, execute
+from operators import Worker, execute
+from operators.progress import Antichain, Product
+from operators.runtime import Fabric
 from tests.runtime.fabrics import Clusters, Layout
 from tests.runtime.harness import (
     ProbeWatch,

@@ -17,8 +17,9 @@ from typing import Any
 import pytest
 
 import operators  # noqa: F401  (registers the stream-building scope)
-from service.runtime import Fabric, Worker, execute
-from service.runtime.cluster import ClusterFabric, ClusterSpec, Link
+from operators import Worker, execute
+from operators.runtime import Fabric
+from operators.runtime.cluster import ClusterFabric, ClusterSpec, Link
 from tests.runtime.fabrics import Clusters, Layout, layouts
 
 

@@ -21,7 +21,7 @@ import pytest
 
 import operators  # registers the stream-building scope
 from operators import Err, Ok
-from service.runtime import Worker, stable_hash
+from operators.runtime import Worker, stable_hash
 from tests.runtime.fabrics import Clusters, Layout, layouts
 
 TIMES = 3
@@ -560,7 +560,7 @@ async def test_equal_keys_meet_on_one_worker(layout: Layout, clusters: Clusters)
 
 
 def test_route_splits_by_stable_hash_keeping_order_within_a_part() -> None:
-    from service.runtime.channels import route
+    from operators.runtime.channels import route
 
     records = [{"k": k, "i": i} for i, k in enumerate(["a", 5, "b", 2**70, 5, None, 1.0, True])]
     parts = route(records, lambda r: r["k"], 3)
@@ -573,14 +573,14 @@ def test_route_splits_by_stable_hash_keeping_order_within_a_part() -> None:
 
 
 def test_route_of_small_ints_is_the_key_modulo_peers() -> None:
-    from service.runtime.channels import route
+    from operators.runtime.channels import route
 
     assert route(list(range(10)), lambda r: r, 4) == [[0, 4, 8], [1, 5, 9], [2, 6], [3, 7]]
     assert route([], lambda r: r, 2) == [[], []]
 
 
 def test_route_refuses_an_unroutable_key_by_its_type() -> None:
-    from service.runtime.channels import route
+    from operators.runtime.channels import route
 
     with pytest.raises(TypeError, match="cannot route by a key of type list"):
         route([1, 2], lambda r: [r], 2)

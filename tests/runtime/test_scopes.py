@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
-from service.progress import Antichain, Product, Source, Target, summarize
-from service.runtime import Fabric, Subgraph, Worker, execute
+from operators import Worker, execute
+from operators.progress import Antichain, Product, Source, Target, summarize
+from operators.runtime import Fabric, Subgraph
 from tests.runtime.fabrics import Clusters, Layout, layouts
 from tests.runtime.harness import SafetyLog, checked, within
 

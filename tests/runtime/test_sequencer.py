@@ -24,8 +24,8 @@ from typing import Any
 import pytest
 
 from operators import Barrier, InputClosed, Sequencer
+from operators.runtime import Fabric, Worker, execute
 from operators.sync import Clock, Sequenced
-from service.runtime import Fabric, Worker, execute
 from tests.runtime.fabrics import Clusters, Layout, layouts
 from tests.runtime.harness import (
     ReorderingClusterFabric,

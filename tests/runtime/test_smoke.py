@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 import operators  # noqa: F401  (registers the stream-building scope)
-from service.progress import Product
-from service.runtime import Worker
+from operators import Worker
+from operators.progress import Product
 from tests.runtime.fabrics import Clusters, Layout, layouts
 
 

@@ -24,8 +24,8 @@ import pytest
 import operators  # noqa: F401  (registers the stream-building scope)
 from operators import Capability, CapabilityError, InputPort, OperatorCore, OutputPort
 from operators.notificator import Notificator
-from service.progress import Antichain, less_equal
-from service.runtime import Worker, stable_hash
+from operators.progress import Antichain, less_equal
+from operators.runtime import Worker, stable_hash
 from tests.runtime.fabrics import Clusters, Layout, layouts
 
 WORKERS = pytest.mark.parametrize("layout", layouts(1, 3, 4))

@@ -17,8 +17,8 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from api.codec import frontier_event
 from api.server import create_app
+from operators.runtime.cluster import ClusterFabric
 from service.app import Cluster, DataflowManager, Settings, Unavailable
-from service.runtime.cluster import ClusterFabric
 from service.store.catalogue import Catalogue
 from tests.runtime.fabrics import free_ports
 

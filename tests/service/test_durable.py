@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from api.codec import decode_batch
+from operators.progress import Product
 from service.app import (
     Conflict,
     DataflowManager,
@@ -25,7 +26,6 @@ from service.app import (
     Settings,
     Unavailable,
 )
-from service.progress import Product
 from tests.service.support import until
 
 COUNT = {

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from operators.progress import Product
 from service.app import (
     Conflict,
     DataflowManager,
@@ -24,7 +25,6 @@ from service.app import (
 from service.app.errors import IdempotencyKeyReused
 from service.app.inputs import Ack, ProducerInput, meet
 from service.app.outputs import OutputLog
-from service.progress import Product
 from tests.service.support import Start, settle, until
 
 # "x" is owned by worker 0 with 1 and with 3 workers (stable_hash("x") % 3 == 0).

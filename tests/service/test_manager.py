@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from operators.runtime import stable_hash
 from service.app import (
     DataflowManager,
     DataflowRecord,
@@ -22,7 +23,6 @@ from service.app import (
 )
 from service.app.frontiers import FrontierWatch
 from service.app.outputs import OutputLog
-from service.runtime import stable_hash
 from tests.service.support import Start, settle, until
 
 # Inputs "x" and "y" are owned by worker 0 with 1 and with 3 workers; "in" by worker 1 of 3.

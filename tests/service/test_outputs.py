@@ -14,9 +14,9 @@ import pytest
 
 from api.codec import encoded_size
 from operators.capture import Messages, Progress
+from operators.progress import Product
 from service.app import DataflowManager, DataflowRecord
 from service.app.outputs import OutputLog, sorted_times
-from service.progress import Product
 from tests.service.support import Start, until
 
 SLOW = "slow consumer: the subscriber fell too far behind"

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from operators.progress import Product
 from service.app import (
     Conflict,
     Invalid,
@@ -19,7 +20,6 @@ from service.app import (
 )
 from service.app.errors import IdempotencyKeyReused
 from service.app.inputs import Ack
-from service.progress import Product
 from tests.service.support import Start, settle
 from tests.service.test_inputs import PASS_PRODUCT, dataflow, frontier_is, output
 

@@ -9,12 +9,11 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import Any
 
-from operators.capture.event import EventFormatError, decode_time
 from operators.graph.cel import EvaluationError
 from operators.graph.ops.node import DROPPED, NodeBuilder
 from operators.graph.registry import ON_ERROR, Connect, OpKind, Param, builtin
+from operators.progress import Product, check_time, decode_time, less_equal
 from operators.stream import Stream
-from service.progress import Product, check_time, less_equal
 
 
 def _delay(node: NodeBuilder) -> list[Stream]:
@@ -28,7 +27,7 @@ def _later(value: Any, time: Hashable) -> Hashable:
     try:
         later = decode_time(value) if isinstance(value, list) else value
         check_time(later)
-    except (TypeError, ValueError, EventFormatError):
+    except (TypeError, ValueError):
         raise EvaluationError(f"delay needs a time, not {value!r}") from None
     if not less_equal(time, later):
         raise EvaluationError(f"cannot delay a record at {time!r} to the earlier {later!r}")

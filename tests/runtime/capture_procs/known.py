@@ -11,7 +11,7 @@ from collections.abc import Hashable, Iterable
 from typing import Any
 
 from operators.capture import Event, Progress
-from service.progress import MutableAntichain
+from operators.progress import MutableAntichain
 
 TIMES = 10
 

@@ -27,8 +27,8 @@ from api.models import (
     time_from_json,
     time_to_json,
 )
+from operators.progress import MAX_TIME, Product
 from service.app.settings import Limits
-from service.progress import MAX_TIME, Product
 
 Parser = type[BaseModel] | TypeAdapter[Any]
 

@@ -8,7 +8,7 @@ import pytest
 from operators.graph.cel import compile_expression
 from operators.graph.compiler import CATALOGUE, compile_graph, describe_catalogue
 from operators.graph.spec import GraphError, parse_graph
-from service.progress import Product
+from operators.progress import Product
 
 KNOWN = (
     "accumulate, aggregate, branch, concat, count, count_by, delay, exchange, feedback, "

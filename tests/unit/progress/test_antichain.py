@@ -2,8 +2,8 @@
 
 import pytest
 
-from service.progress.antichain import Antichain, MutableAntichain
-from service.progress.timestamp import Product
+from operators.progress.antichain import Antichain, MutableAntichain
+from operators.progress.timestamp import Product
 
 # --------------------------------------------------------------------------- Antichain
 

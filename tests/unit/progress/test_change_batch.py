@@ -2,7 +2,7 @@
 
 import pytest
 
-from service.progress.change_batch import ChangeBatch
+from operators.progress.change_batch import ChangeBatch
 
 
 def test_updates_to_one_item_are_summed():

@@ -1,7 +1,7 @@
 """Tracker.explain: the pointstamps that hold a time back at a location, with their paths."""
 
-from service.progress import Antichain, Builder, Product, Source, Target
-from service.progress.reachability import Holder
+from operators.progress import Antichain, Builder, Product, Source, Target
+from operators.progress.reachability import Holder
 
 S, T, P = Source, Target, Product
 

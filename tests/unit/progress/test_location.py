@@ -4,7 +4,7 @@ import pickle
 
 import pytest
 
-from service.progress.location import Location, Source, Target, location_key
+from operators.progress.location import Location, Source, Target, location_key
 
 
 def test_locations_are_equal_and_hash_by_value():

@@ -2,11 +2,11 @@
 
 import pytest
 
-from service.progress import reference
-from service.progress.antichain import Antichain
-from service.progress.location import Source, Target, location_key
-from service.progress.reachability import Builder, CycleError, all_to_all
-from service.progress.timestamp import MAX_TIME, Product
+from operators.progress import reference
+from operators.progress.antichain import Antichain
+from operators.progress.location import Source, Target, location_key
+from operators.progress.reachability import Builder, CycleError, all_to_all
+from operators.progress.timestamp import MAX_TIME, Product
 
 S, T = Source, Target
 P = Product

@@ -2,10 +2,10 @@
 
 import pytest
 
-from service.progress.antichain import Antichain
-from service.progress.location import Source, Target
-from service.progress.reference import find_cycles, frontier, summarize
-from service.progress.timestamp import MAX_TIME, Product
+from operators.progress.antichain import Antichain
+from operators.progress.location import Source, Target
+from operators.progress.reference import find_cycles, frontier, summarize
+from operators.progress.timestamp import MAX_TIME, Product
 
 S, T = Source, Target
 P = Product

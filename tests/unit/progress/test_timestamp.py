@@ -2,7 +2,7 @@
 
 import pytest
 
-from service.progress.timestamp import (
+from operators.progress.timestamp import (
     MAX_TIME,
     Product,
     check_time,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from service.progress import Product
+from operators.progress import Product
 from service.store.catalogue import FILE, MIGRATIONS, VERSION, Catalogue, NewerCatalogue
 
 

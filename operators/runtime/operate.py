@@ -19,7 +19,7 @@ from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from service.progress import ChangeBatch, Connectivity
+from operators.progress import ChangeBatch, Connectivity
 
 
 class Interest(enum.Enum):

@@ -1,6 +1,6 @@
 """Why a time is not complete at a location: the pointstamps behind it, across nested scopes.
 
-A scope's tracker explains its own locations (:meth:`~service.progress.Tracker.holders`).
+A scope's tracker explains its own locations (:meth:`~operators.progress.Tracker.holders`).
 Two kinds of pointstamp are the work of another scope, and are explained there in turn:
 
 * a **nested scope's capability** at one of its outputs (``Source(scope, o)`` in the
@@ -22,8 +22,8 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from functools import partial
 
-from service.progress import Holder, Location, Source, Target, less_equal, results_in
-from service.runtime.subgraph import Subgraph
+from operators.progress import Holder, Location, Source, Target, less_equal, results_in
+from operators.runtime.subgraph import Subgraph
 
 Admits = Callable[[Hashable], bool]
 

@@ -15,7 +15,7 @@ import struct
 from collections.abc import Callable, Hashable
 from typing import Any, Protocol
 
-from service.runtime.fabric import Mailbox
+from operators.runtime.fabric import Mailbox
 
 Message = tuple[Hashable, list[Any]]
 """A batch of records at one time."""

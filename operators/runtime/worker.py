@@ -16,10 +16,10 @@ from typing import Any, TypeVar
 
 import uvloop
 
-from service.runtime.fabric import Fabric
-from service.runtime.scope import Scope
-from service.runtime.subgraph import Subgraph, SubgraphBuilder
-from service.runtime.time_domain import INTEGERS, Refinement, TimeDomain
+from operators.runtime.fabric import Fabric
+from operators.runtime.scope import Scope
+from operators.runtime.subgraph import Subgraph, SubgraphBuilder
+from operators.runtime.time_domain import INTEGERS, Refinement, TimeDomain
 
 R = TypeVar("R")
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Hashable
 from dataclasses import dataclass
 
-from service.progress import Product
+from operators.progress import Product
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,7 +3,7 @@
 Timely dataflow runs ``-n`` processes of ``-w`` workers: every process builds every
 dataflow, so worker ``p * W + w`` (process ``p``, local worker ``w``) is one of ``N * W``
 peers, records cross processes on exchange channels, and progress is broadcast to every
-worker. :class:`ClusterFabric` is a :class:`~service.runtime.fabric.Fabric` for that shape:
+worker. :class:`ClusterFabric` is a :class:`~operators.runtime.fabric.Fabric` for that shape:
 the mailboxes of local workers are the in-process ones; a push to a remote worker's mailbox
 (or a broadcast to a remote process's workers) is appended to the :class:`Link` to that
 process, and the link writes what was appended during one turn of the event loop as one
@@ -43,7 +43,7 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from service.runtime.fabric import Fabric, Mailbox
+from operators.runtime.fabric import Fabric, Mailbox
 
 PROTOCOL = 1
 """The version of the hello and the frames; peers must agree."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Iterable, Iterator, Sequence
 from typing import Any, Generic, TypeVar, cast
 
-from service.progress.timestamp import less_equal, less_than
+from operators.progress.timestamp import less_equal, less_than
 
 T = TypeVar("T", bound=Hashable)
 
@@ -20,7 +20,7 @@ T = TypeVar("T", bound=Hashable)
 class Antichain(Generic[T]):
     """A set of mutually incomparable elements (times or summaries), kept minimal.
 
-    >>> from service.progress import Product
+    >>> from operators.progress import Product
     >>> frontier = Antichain([Product(0, 3), Product(2, 0)])
     >>> frontier.insert(Product(1, 4))  # dominated by (0, 3): rejected
     False

@@ -3,10 +3,10 @@
 Pure and synchronous: no asyncio, no I/O. Everything public is importable from here.
 """
 
-from service.progress.antichain import Antichain, MutableAntichain
-from service.progress.change_batch import ChangeBatch
-from service.progress.location import Location, Source, Target, location_key
-from service.progress.reachability import (
+from operators.progress.antichain import Antichain, MutableAntichain
+from operators.progress.change_batch import ChangeBatch
+from operators.progress.location import Location, Source, Target, location_key
+from operators.progress.reachability import (
     Builder,
     Connectivity,
     CycleError,
@@ -15,8 +15,9 @@ from service.progress.reachability import (
     all_to_all,
     strongly_connected,
 )
-from service.progress.reference import find_cycles, frontier, summarize
-from service.progress.timestamp import (
+from operators.progress.reference import find_cycles, frontier, summarize
+from operators.progress.time_codec import TimeFormatError, decode_time, encode_time
+from operators.progress.timestamp import (
     MAX_TIME,
     PathSummary,
     Product,
@@ -46,10 +47,13 @@ __all__ = [
     "Product",
     "Source",
     "Target",
+    "TimeFormatError",
     "Timestamp",
     "Tracker",
     "all_to_all",
     "check_time",
+    "decode_time",
+    "encode_time",
     "find_cycles",
     "followed_by",
     "frontier",

@@ -1,6 +1,6 @@
 """A scope: a dataflow of operators that presents itself to its parent as one operator.
 
-Inside, a :class:`Subgraph` keeps a :class:`~service.progress.Tracker` over its children and
+Inside, a :class:`Subgraph` keeps a :class:`~operators.progress.Tracker` over its children and
 their edges. Node 0 stands for the outside: the parent's frontier at the scope's inputs enters
 as pointstamps at node 0's sources, and records leaving through the scope's outputs are
 reported to the parent as produced rather than tracked inside.
@@ -26,7 +26,7 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from service.progress import (
+from operators.progress import (
     Antichain,
     Builder,
     ChangeBatch,
@@ -38,13 +38,13 @@ from service.progress import (
     followed_by,
     strongly_connected,
 )
-from service.runtime.channels import Message, PipelinePusher, RetimingPusher, Tee
-from service.runtime.fabric import Mailbox
-from service.runtime.operate import Interest, Operate, SharedProgress
-from service.runtime.time_domain import Refinement, TimeDomain
+from operators.runtime.channels import Message, PipelinePusher, RetimingPusher, Tee
+from operators.runtime.fabric import Mailbox
+from operators.runtime.operate import Interest, Operate, SharedProgress
+from operators.runtime.time_domain import Refinement, TimeDomain
 
 if TYPE_CHECKING:
-    from service.runtime.worker import Worker
+    from operators.runtime.worker import Worker
 
 Update = tuple[tuple[int, Hashable], int]
 """A pointstamp change as it travels: ``((location index, time), diff)``."""

@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import TYPE_CHECKING, TypeVar
 
-from service.runtime.subgraph import SubgraphBuilder
-from service.runtime.time_domain import IterativeRefinement, Refinement
+from operators.runtime.subgraph import SubgraphBuilder
+from operators.runtime.time_domain import IterativeRefinement, Refinement
 
 if TYPE_CHECKING:
-    from service.runtime.worker import Worker
+    from operators.runtime.worker import Worker
 
 S = TypeVar("S", bound="Scope")
 

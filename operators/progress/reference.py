@@ -1,6 +1,6 @@
 """The three reference computations of progress tracking, as plain fixpoints.
 
-These are the oracle the incremental machinery (:mod:`service.progress.reachability`) is
+These are the oracle the incremental machinery (:mod:`operators.progress.reachability`) is
 tested against: simple enough to be obviously correct, with no attempt at speed. A dataflow
 graph is given as
 
@@ -9,7 +9,7 @@ graph is given as
 * ``edges``: ``(Source, Target)`` pairs, which never change times;
 * ``times``: ``(location, time)`` pairs where a record or capability may exist.
 
->>> from service.progress import Source, Target
+>>> from operators.progress import Source, Target
 >>> nodes = [(Target(1, 0), Source(1, 0), 0), (Target(2, 0), Source(2, 0), 1)]
 >>> edges = [(Source(1, 0), Target(2, 0)), (Source(2, 0), Target(1, 0))]
 >>> find_cycles(nodes, edges)  # the loop passes a +1: sound
@@ -23,9 +23,9 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Hashable, Iterable
 
-from service.progress.antichain import Antichain
-from service.progress.location import Location, Source, Target
-from service.progress.timestamp import followed_by, is_identity, results_in
+from operators.progress.antichain import Antichain
+from operators.progress.location import Location, Source, Target
+from operators.progress.timestamp import followed_by, is_identity, results_in
 
 Node = tuple[Target, Source, Hashable]
 """An internal connection ``(input port, output port, summary)`` of one operator."""

@@ -11,7 +11,7 @@ can still reach it. Its work follows the frontier changes that actually happen: 
 that moves no frontier stops at the location's own counts, and a frontier change travels only
 as far as it changes further frontiers.
 
->>> from service.progress import Source, Target
+>>> from operators.progress import Source, Target
 >>> builder = Builder()
 >>> builder.add_node(1, inputs=0, outputs=1)
 >>> builder.add_node(2, inputs=1, outputs=1)
@@ -32,10 +32,10 @@ from functools import partial
 from heapq import heappop, heappush
 from typing import Any
 
-from service.progress.antichain import Antichain, MutableAntichain
-from service.progress.change_batch import ChangeBatch
-from service.progress.location import Location, Source, Target, location_key
-from service.progress.timestamp import (
+from operators.progress.antichain import Antichain, MutableAntichain
+from operators.progress.change_batch import ChangeBatch
+from operators.progress.location import Location, Source, Target, location_key
+from operators.progress.timestamp import (
     followed_by,
     identity_like,
     is_identity,
@@ -577,7 +577,7 @@ class Tracker:
         frontier elements at or before ``time``. So the answer is empty when ``time`` is
         complete there. Changes buffered and not yet propagated are not counted.
 
-        >>> from service.progress import Antichain, Source, Target
+        >>> from operators.progress import Antichain, Source, Target
         >>> builder = Builder()
         >>> builder.add_node(1, inputs=0, outputs=1)
         >>> builder.add_node(2, inputs=1, outputs=1, connectivity=[{0: Antichain([1])}])
