@@ -291,25 +291,3 @@ def encoded_size(records: Sequence[Any]) -> int:
         return len(orjson.dumps(records, option=orjson.OPT_NON_STR_KEYS))
     except orjson.JSONEncodeError:
         return len(repr(records))
-
-
-def decode_batch(raw: tuple[str, bytes]) -> Any:
-    """A batch logged as it arrived, decoded again (recovery): pairs, or Arrow columns.
-
-    ``("json", body)`` is any JSON object with ``records`` (a push body, a push frame, a
-    staging body), ``("arrow", body)`` an Arrow push, ``("arrow-columns", body)`` an Arrow
-    staging request. Every batch was checked when it arrived.
-    """
-    kind, data = raw
-    if kind == "json":
-        pairs = orjson.loads(data)["records"]
-        if not pairs:
-            return []
-        times, records = zip(*pairs, strict=True)
-        if set(map(type, times)) != {int}:
-            times = tuple(time_from_json(t) for t in times)
-        return list(zip(times, records, strict=True))
-    from api.server.arrow import columns_from_arrow
-
-    columns = columns_from_arrow(data)
-    return columns if kind == "arrow-columns" else columns.pairs()

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 
 from aiohttp import WSCloseCode, web
 
-from api.codec import decode_batch, encoded_size, frontier_event
+from api.codec import encoded_size, frontier_event
 from api.server import dataflows, explain, inputs, outputs, transactions, ui, websockets
 from api.server.auth import auth_middleware
 from api.server.context import MANAGER, SERVER, SETTINGS, SOCKETS, OpenSockets
@@ -61,7 +61,6 @@ def create_app(settings: Settings, manager: DataflowManager | None = None) -> we
     app[MANAGER] = manager or DataflowManager(
         settings,
         frontier_codec=frontier_event,
-        batch_decoder=decode_batch,
         record_sizer=encoded_size,
     )
     app[SOCKETS] = OpenSockets()

@@ -22,8 +22,7 @@ from typing import Any
 
 import orjson
 
-from api.server.arrow import ArrowRecords
-from service.app import Invalid, Limits
+from service.app import ArrowRecords, Invalid, Limits
 
 ORJSON_DEPTH = 254
 """The deepest nesting orjson encodes (its recursion limit refuses 255)."""

@@ -20,6 +20,7 @@ from operators.progress import (
     encode_time,
 )
 from operators.runtime.cluster import ClusterError
+from service.app.dataflow import Dataflow, Identity
 from service.app.errors import (
     BadRequest,
     Conflict,
@@ -35,7 +36,7 @@ from service.app.errors import (
 )
 from service.app.frontiers import FrontierCodec, FrontierSink, FrontierWatch
 from service.app.inputs import Columns, ProducerInput
-from service.app.manager import DataflowManager, DataflowRecord
+from service.app.manager import DataflowManager
 from service.app.outputs import OutputLog, Subscriber
 from service.app.settings import Cluster, Limits, Settings
 from service.app.views import (
@@ -51,17 +52,32 @@ from service.app.views import (
     SessionView,
     SubscriberView,
 )
-from service.store import StoreError
+from service.store import (
+    ArrowRecords,
+    ArrowUnavailable,
+    Batch,
+    BatchError,
+    StoreError,
+    arrow_records,
+)
+
+DataflowRecord = Dataflow
+"""The name a dataflow had before it was an object of its own (kept for callers)."""
 
 __all__ = [
     "MAX_TIME",
     "Ack",
+    "ArrowRecords",
+    "ArrowUnavailable",
     "BadRequest",
+    "Batch",
+    "BatchError",
     "Cluster",
     "ClusterError",
     "Columns",
     "Conflict",
     "ConsumerView",
+    "Dataflow",
     "DataflowManager",
     "DataflowPage",
     "DataflowRecord",
@@ -78,6 +94,7 @@ __all__ = [
     "GraphError",
     "GraphSpec",
     "IdempotencyKeyReused",
+    "Identity",
     "InputView",
     "Invalid",
     "LimitExceeded",
@@ -100,6 +117,7 @@ __all__ = [
     "TimeFormatError",
     "Unauthorized",
     "Unavailable",
+    "arrow_records",
     "check_time",
     "decode_time",
     "describe_catalogue",

@@ -348,6 +348,10 @@ class FrontierWatch:
             sink.when_writable(self._writable)
 
 
+def _no_codec(location: str, frontier: list[Hashable]) -> bytes:
+    raise RuntimeError("frontier events need a codec: DataflowManager(frontier_codec=...)")
+
+
 class Feeds:
     """Every dataflow's feed, and the publication of what moved: driven by change.
 
@@ -356,8 +360,8 @@ class Feeds:
     published, each dataflow's in one batch. A dataflow no one watches costs nothing.
     """
 
-    def __init__(self, codec: FrontierCodec, busy: Callable[[], bool]) -> None:
-        self.codec = codec
+    def __init__(self, codec: FrontierCodec | None, busy: Callable[[], bool]) -> None:
+        self.codec = codec or _no_codec
         self.busy = busy
         """Whether the workers still have work (a change may be on its way to an output)."""
         self.by_dataflow: dict[str, FrontierFeed] = {}

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from operators.capture import Messages, Progress
 from operators.progress import Antichain, MutableAntichain, encode_time, less_equal, same_domain
@@ -119,6 +119,28 @@ Sizer = Callable[[Sequence[Any]], int]
 limits of retention and of subscribers' queues count. It must not raise."""
 
 
+class OutputListener(Protocol):
+    """Who hears what an output does (its dataflow: it publishes, and cuts the logs)."""
+
+    def output_moved(self, name: str, frontier: Antichain[Hashable]) -> None:
+        """Output ``name``'s merged frontier moved to ``frontier``."""
+        ...
+
+    def output_evicted(self, name: str) -> None:
+        """Output ``name`` forgot completed times (the inputs' logs may be cut below them)."""
+        ...
+
+
+class _Quiet:
+    """The listener of an output nobody follows."""
+
+    def output_moved(self, name: str, frontier: Antichain[Hashable]) -> None:
+        """Nothing to tell."""
+
+    def output_evicted(self, name: str) -> None:
+        """Nothing to tell."""
+
+
 class OutputLog:
     """The merged captured stream of one output (see the module docstring).
 
@@ -135,8 +157,10 @@ class OutputLog:
         retention: int,
         retention_bytes: int | None = None,
         sizer: Sizer | None = None,
+        listener: OutputListener | None = None,
     ) -> None:
         self.name = name
+        self._listener = listener or _Quiet()
         self.minimum = minimum
         self._frontier: MutableAntichain[Hashable] = MutableAntichain([(minimum, peers)])
         self._retention = retention
@@ -154,10 +178,6 @@ class OutputLog:
         self.closed_reason: str | None = None
         self.consumers: dict[str, Hashable | None] = {}
         """Registered readers and the time before which each has read everything."""
-        self.on_frontier: Callable[[Antichain[Hashable]], None] | None = None
-        """Called with the merged frontier each time it moves."""
-        self.on_evict: Callable[[], None] | None = None
-        """Called when times were forgotten (the inputs' logs may be truncated)."""
 
     # ----------------------------------------------------------------- the pusher side
 
@@ -197,8 +217,7 @@ class OutputLog:
             for subscriber in self.subscribers:
                 subscriber.offer(merged)
             self._evict()
-            if self.on_frontier is not None:
-                self.on_frontier(self._frontier.frontier())
+            self._listener.output_moved(self.name, self._frontier.frontier())
 
     def _evict(self) -> None:
         """Forget completed times that are no longer needed.
@@ -224,8 +243,8 @@ class OutputLog:
             if not any(less_equal(time, e) for e in self.evicted):
                 self.evicted = [e for e in self.evicted if not less_equal(e, time)] + [time]
                 forgot = True
-        if forgot and self.on_evict is not None:
-            self.on_evict()
+        if forgot:
+            self._listener.output_evicted(self.name)
 
     def _read_by_all(self) -> Hashable | None:
         """The least committed time over the consumers (None: no consumer, or one at none)."""

@@ -1,19 +1,78 @@
-"""Durability: the catalogue (SQLite) and the inputs' logs, and when an append is durable.
+"""The store: the data directory (the SQLite catalogue and the inputs' logs) and durability.
 
-Used by :mod:`service.app`; knows no HTTP. See ``docs/durability.md``.
+Used by :mod:`service.app`; knows no HTTP and no dataflow. See ``docs/durability.md``.
 """
 
+from service.store.batches import (
+    ARROW,
+    JSON,
+    ArrowRecords,
+    ArrowUnavailable,
+    Batch,
+    BatchError,
+    arrow_records,
+    json_pairs,
+)
 from service.store.catalogue import Catalogue, NewerCatalogue, StoredDataflow
 from service.store.durability import Committer, Durability
 from service.store.log import CorruptLog, Log, StoreError
+from service.store.operations import (
+    Abort,
+    Advance,
+    BadOperation,
+    Checkpoint,
+    Close,
+    CloseSession,
+    Commit,
+    Expire,
+    ExpiryState,
+    Frame,
+    LoggedAck,
+    Open,
+    Operation,
+    Push,
+    SessionState,
+    Stage,
+    TransactionState,
+)
+from service.store.store import InputLog, Store, WriteRefused, read_frame
 
 __all__ = [
+    "ARROW",
+    "JSON",
+    "Abort",
+    "Advance",
+    "ArrowRecords",
+    "ArrowUnavailable",
+    "BadOperation",
+    "Batch",
+    "BatchError",
     "Catalogue",
+    "Checkpoint",
+    "Close",
+    "CloseSession",
+    "Commit",
     "Committer",
     "CorruptLog",
     "Durability",
+    "Expire",
+    "ExpiryState",
+    "Frame",
+    "InputLog",
     "Log",
+    "LoggedAck",
     "NewerCatalogue",
+    "Open",
+    "Operation",
+    "Push",
+    "SessionState",
+    "Stage",
+    "Store",
     "StoreError",
     "StoredDataflow",
+    "TransactionState",
+    "WriteRefused",
+    "arrow_records",
+    "json_pairs",
+    "read_frame",
 ]

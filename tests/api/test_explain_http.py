@@ -20,7 +20,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from api.server import create_app
 from operators.graph import CATALOGUE
 from service.app import Settings
-from service.app import manager as manager_module
+from service.app import plugins as manager_module
 
 sys.path.insert(0, str(Path(__file__).parent))
 import stall_operators

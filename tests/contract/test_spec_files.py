@@ -37,7 +37,7 @@ from api.codec import summary_json
 from operators.graph import CATALOGUE, OpKind, Param, compile_graph, describe_catalogue, parse_graph
 from operators.graph.registry import PARAM_KINDS, describe_kind
 from service.app import errors
-from service.app.manager import DataflowRecord
+from service.app.dataflow import Identity, summary_of
 
 ROOT = Path(__file__).resolve().parents[2]
 OPENAPI = ROOT / "openapi.yaml"
@@ -855,8 +855,8 @@ def test_a_plan_and_a_summary_match_their_schemas() -> None:
     graph = load(OPENAPI)["components"]["schemas"]["Graph"]["examples"][1]
     plan = compile_graph(parse_graph(graph))
     validator_at(OPENAPI, (*COMPONENTS, "DryRun")).validate({"plan": plan.describe()})
-    record = DataflowRecord("9f1c", "default", "loop", graph, plan)
-    validator_at(OPENAPI, (*COMPONENTS, "DataflowSummary")).validate(summary_json(record.summary()))
+    summary = summary_of(Identity("9f1c", "default", "loop", graph), plan)
+    validator_at(OPENAPI, (*COMPONENTS, "DataflowSummary")).validate(summary_json(summary))
 
 
 def graph_examples() -> Iterator[Any]:

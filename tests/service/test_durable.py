@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 
-from api.codec import decode_batch
 from operators.progress import Product
 from service.app import (
     Conflict,
@@ -56,7 +55,7 @@ async def managers(tmp_path: Path) -> AsyncIterator[Callable[..., Any]]:
             limits=Limits(**limits),
             log_segment_bytes=segment_bytes,
         )
-        manager = DataflowManager(settings, batch_decoder=decode_batch)
+        manager = DataflowManager(settings)
         await manager.start()
         started.append(manager)
         await until(lambda: manager.ready, "the manager has recovered", turns=100_000)
@@ -206,7 +205,7 @@ async def test_requests_wait_while_the_directory_is_recovered(
     managers: Callable[..., Any], tmp_path: Path
 ) -> None:
     manager = DataflowManager(Settings(data_dir=str(tmp_path / "fresh")))
-    manager.ready = False
+    manager.runner.ready = False
     with pytest.raises(Unavailable) as caught:
         manager.check_ready()
     assert caught.value.detail == "the service is recovering its data directory"

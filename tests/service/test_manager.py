@@ -63,7 +63,7 @@ def frontier(log: OutputLog) -> list[Any]:
 
 def on_workers(manager: DataflowManager, record: DataflowRecord) -> list[bool]:
     """Whether each worker still runs the dataflow."""
-    return [record.index in worker.dataflow_indexes() for worker in manager._workers]
+    return [record.index in worker.dataflow_indexes() for worker in manager.plane.workers]
 
 
 # --------------------------------------------------------------------------- lifecycle

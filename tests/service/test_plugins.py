@@ -9,8 +9,8 @@ import pytest
 
 from operators.graph import CATALOGUE, OpKind, register_operator
 from service.app import DataflowManager, Invalid, Settings
-from service.app import manager as manager_module
-from service.app.manager import load_operator_plugins
+from service.app import plugins as manager_module
+from service.app.plugins import load_operator_plugins
 
 sys.path.insert(0, str(Path(__file__).parent))
 

@@ -27,13 +27,13 @@ COUNT = {
 
 def footprint(manager: DataflowManager) -> dict[str, int]:
     """Everything the service and the engine hold per dataflow, counted."""
-    assert manager.fabric is not None
+    assert manager.placement.fabric is not None
     return {
-        "channels": manager.fabric.channel_count(),
+        "channels": manager.placement.fabric.channel_count(),
         "dataflows": len(manager.dataflows),
         "frontier feeds": len(manager.frontier_watchers),
         "moved": len(manager.feeds.pending),
-        "on workers": sum(len(w.dataflow_indexes()) for w in manager._workers),
+        "on workers": sum(len(w.dataflow_indexes()) for w in manager.plane.workers),
         "tasks": len(asyncio.all_tasks()),
     }
 
@@ -71,7 +71,7 @@ async def test_a_thousand_create_drop_cycles_leave_nothing_behind(start: Start) 
     assert footprint(manager) == before
     # Only the ids of dropped dataflows stay, so their clients get 410 rather than 404:
     # a bounded table (the latest 10,000).
-    assert len(manager._dropped) == 1_000
+    assert len(manager.registry.dropped) == 1_000
 
 
 async def test_only_the_dataflows_whose_frontiers_moved_are_published(start: Start) -> None:
@@ -84,7 +84,7 @@ async def test_only_the_dataflows_whose_frontiers_moved_are_published(start: Sta
     for record in records:
         # Counts every look at an input's frontier (a watched dataflow's frontiers are read
         # to find what changed).
-        producer = manager.input("t", record.id, "x")
+        producer = manager.input("t", record.id, "x").core
         frontier = producer.frontier
 
         def counted(read: Any = frontier, dataflow: str = record.id) -> list[Any]:

@@ -16,7 +16,6 @@ from typing import Any
 
 import pytest
 
-from api.codec import decode_batch
 from service.app import DataflowManager, LimitExceeded, Limits, Settings
 from service.app.inputs import Ack, TransactionExpired, rfc3339
 from tests.service.support import Start
@@ -126,7 +125,7 @@ async def managers(tmp_path: Path) -> AsyncIterator[Callable[..., Any]]:
             limits=Limits(**limits),
             log_segment_bytes=segment_bytes,
         )
-        manager = DataflowManager(settings, batch_decoder=decode_batch)
+        manager = DataflowManager(settings)
         await manager.start()
         started.append(manager)
         deadline = time.monotonic() + 10
@@ -187,7 +186,7 @@ async def test_a_checkpoint_holds_staging_times_and_expiries(
     x.stage("kept", [(0, "b")], at=T + 1000)
     x.expire(now=T + 60)
     y = manager.input("t", (await manager.create("t", PASS)).id, "x")
-    y.restore(x.snapshot(), decode_batch)
+    y.restore(x.snapshot())
     assert (y.staged(), y.staged_records) == ({"kept": 1}, 1)
     with pytest.raises(TransactionExpired):
         y.commit(None, ["gone"], "k")

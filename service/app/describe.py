@@ -1,0 +1,152 @@
+"""What a dataflow answers of itself: its description, frontiers, figures and explanations.
+
+Read-only functions of a :class:`~service.app.dataflow.Dataflow`, in the typed views of
+:mod:`service.app.views`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping
+from typing import Any
+
+from operators import Stream
+from service.app.dataflow import Dataflow
+from service.app.errors import Gone
+from service.app.explain import Explainer, ExplainView
+from service.app.outputs import sorted_times
+from service.app.views import (
+    DataflowStats,
+    DataflowView,
+    InputState,
+    InputView,
+    OperatorState,
+    OutputState,
+    OutputStats,
+    PortState,
+    RecordErrors,
+)
+
+
+def _operator_frontier(stream: Stream) -> list[Hashable]:
+    subgraph = stream.scope.builder.subgraph
+    return [] if subgraph is None else sorted_times(subgraph.frontier(stream.source))
+
+
+def describe(
+    dataflow: Dataflow, operators: bool = True, elsewhere: Mapping[str, InputView] | None = None
+) -> DataflowView:
+    """The dataflow in full, with frontiers and record counts.
+
+    Its graph, status, inputs and outputs with their frontiers, and (optionally) every
+    operator's output frontiers and record counts. ``elsewhere`` is, in a cluster, the
+    inputs other processes hold, as they describe them.
+    """
+    inputs = {
+        name: InputState(p.applied_frontier(), len(p.sessions), p.records_in, p.closed)
+        for name, p in dataflow.inputs.items()
+    }
+    for name, view in (elsewhere or {}).items():
+        inputs[name] = InputState(view.frontier, len(view.sessions), view.records_in, view.closed)
+    order = dataflow.plan.spec.inputs()
+    return DataflowView(
+        dataflow.id,
+        dataflow.name,
+        dataflow.status,
+        dataflow.created_at,
+        dataflow.graph,
+        dataflow.error,
+        {name: inputs[name] for name in order if name in inputs},
+        {
+            name: OutputState(list(log.frontier()), log.records_out)
+            for name, log in dataflow.outputs.items()
+        },
+        {
+            node: RecordErrors(n, dataflow.plan.errors.last.get(node))
+            for node, n in dataflow.plan.errors.counts.items()
+        },
+        operator_frontiers(dataflow) if operators else None,
+    )
+
+
+def operator_frontiers(dataflow: Dataflow) -> dict[str, OperatorState]:
+    """Per node: the frontier at each output port, and the records sent on it (all workers).
+
+    Frontiers are the same on every worker (each tracks all of them); records are summed.
+    """
+    first = dataflow.first
+    if first is None:
+        return {}
+    result: dict[str, OperatorState] = {}
+    for node, streams in first.streams.items():
+        outputs = []
+        for port, stream in enumerate(streams):
+            sent = 0
+            for built in dataflow.built.values():
+                mine = built.streams[node][port]
+                child = mine.scope.builder.child(mine.source.node)
+                ports = getattr(child, "output_ports", None)
+                if ports:
+                    sent += ports[mine.source.port].records_out
+            outputs.append(PortState(_operator_frontier(stream), sent))
+        result[node] = OperatorState(outputs)
+    return result
+
+
+def frontiers(dataflow: Dataflow, operators: bool = False) -> dict[str, list[Any]]:
+    """The current frontier of each input and output (and operator output, on request).
+
+    Only frontiers: unlike :func:`operator_frontiers`, no record counts.
+    """
+    result: dict[str, list[Any]] = {}
+    first = dataflow.first
+    for name in dataflow.plan.spec.inputs():
+        if name in dataflow.inputs or first is not None:
+            result[f"input:{name}"] = dataflow.input_frontier(name)
+    for name, log in dataflow.outputs.items():
+        result[f"output:{name}"] = sorted_times(log.frontier())
+    if operators and first is not None:
+        for node, streams in first.streams.items():
+            for port, stream in enumerate(streams):
+                result[f"operator:{node}:{port}"] = _operator_frontier(stream)
+    return result
+
+
+def stats(dataflow: Dataflow) -> DataflowStats:
+    """What the metrics show of a dataflow."""
+    least = [t for p in dataflow.inputs.values() for t in p.applied_frontier() if type(t) is int]
+    outputs: dict[str, OutputStats] = {}
+    for name, log in dataflow.outputs.items():
+        frontier = [t for t in log.frontier() if type(t) is int]
+        lag = max(0, min(least) - min(frontier)) if frontier and least else None
+        outputs[name] = OutputStats(
+            log.records_out,
+            lag,
+            len(log.subscribers),
+            sum(len(s.queue) for s in log.subscribers),
+        )
+    records_in = {name: p.records_in for name, p in dataflow.inputs.items()}
+    return DataflowStats(dataflow.id, dataflow.status, records_in, outputs)
+
+
+def explain(
+    dataflow: Dataflow,
+    location: str,
+    time: Any,
+    elsewhere: Mapping[str, InputView] | None = None,
+) -> ExplainView:
+    """Why ``time`` is not complete at ``location`` of a dataflow (or that it is).
+
+    ``time`` is as decoded from the request (an int or nested lists), or its text when it
+    was not even that; ``location`` is ``node:port`` (an output port) or an output's name.
+    ``elsewhere`` is, in a cluster, the inputs other processes hold, as they describe them
+    (so their sessions are named too). :class:`NotFound` for another location (naming the
+    dataflow's), :class:`Invalid` for a time of another domain, :class:`Gone` for a
+    dataflow that failed or was dropped.
+    """
+    if dataflow.status in ("failed", "dropped") or not dataflow.built:
+        raise Gone(f"dataflow {dataflow.id!r} is {dataflow.status}: nothing runs to explain")
+    # Any worker's trackers count every worker's pointstamps: this process's first.
+    built = dataflow.built[min(dataflow.built)]
+    inputs = {name: producer.view() for name, producer in dataflow.inputs.items()}
+    inputs.update(elsewhere or {})
+    return Explainer(dataflow.id, dataflow.plan, built, inputs).explain(location, time)

@@ -1,0 +1,131 @@
+"""What an input's sessions and transactions share: its time, its journal, what it sent."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from operators import Capability
+from operators.progress import minimum_like
+from service.app.errors import Gone
+from service.app.inputs.capabilities import InputCapabilities
+from service.app.journal import InputJournal
+from service.app.settings import Limits
+from service.app.views import Ack
+from service.store import Checkpoint, Operation
+
+
+@dataclass(slots=True)
+class Session:
+    """A producer's session: its time, its capability, and its last sequence number.
+
+    ``time`` is where the session is as far as its producer knows: records pushed now must
+    be at it or later. The capability follows it once the operations that moved it are
+    durable, so it may lag behind, never run ahead.
+    """
+
+    id: str
+    capability: Capability
+    time: Hashable
+    seq: int = 0
+    last_ack: Ack | None = None
+    closed: bool = False
+
+
+class InputCore:
+    """One input's shared state: its own time as producers know it, its journal, its counts.
+
+    Every operation is written to the journal (:meth:`record`) before anything of it is
+    applied; a refused write raises and applies nothing.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        capabilities: InputCapabilities,
+        journal: InputJournal,
+        limits: Limits,
+        checkpoint: Callable[[], Checkpoint],
+    ) -> None:
+        self.name = name
+        self.capabilities = capabilities
+        self.journal = journal
+        self.limits = limits
+        self.checkpoint = checkpoint
+        """The input's state now: what heads a new segment of its log."""
+        self.minimum = minimum_like(capabilities.base_time)
+        self.time: Hashable | None = capabilities.base_time
+        """The input's own time as far as producers know (``None`` once closed)."""
+        self.records_in = 0
+        self.dropped = False
+        """Set when the dataflow is dropped (or failed): every operation is then 410."""
+
+    def check_open(self) -> Hashable:
+        """The input's time; :class:`Gone` if it is closed or its dataflow dropped."""
+        if self.dropped:
+            raise Gone(f"the dataflow of input {self.name!r} was dropped")
+        if self.time is None:
+            raise Gone(f"input {self.name!r} is closed")
+        return self.time
+
+    def frontier(self) -> list[Hashable]:
+        """The times that may still arrive here, as producers know it (what acks say)."""
+        return [] if self.time is None else [self.time]
+
+    def record(self, operation: Operation) -> None:
+        """Write ``operation`` to the journal before it takes effect."""
+        self.journal.record(operation, self.checkpoint)
+
+    def move(self, time: Hashable) -> None:
+        """The input's own time moves to ``time`` (its capability, once durable)."""
+        self.time = time
+        self.capabilities.move_base(time)
+
+    def ack(self, session: Session | None, seq: int | None, applied: int) -> Ack:
+        """What an operation answers: the sequence number and the times now."""
+        return Ack(
+            seq,
+            None if session is None or session.closed else session.time,
+            self.frontier(),
+            applied,
+        )
+
+    def send_at(self, time: Hashable, records: Sequence[Any]) -> None:
+        """Send checked records, all at ``time``."""
+        if records:
+            self.journal.sent((time,))
+            self.capabilities.emit([(time, list(records))])
+            self.records_in += len(records)
+
+    def send_groups(self, groups: dict[Hashable, list[Any]], count: int) -> None:
+        """Send checked records grouped by time (``count`` of them in all)."""
+        if count:
+            self.journal.sent(groups)
+            self.capabilities.emit(list(groups.items()))
+            self.records_in += count
+
+    def send(self, times: Sequence[Hashable], records: Sequence[Any]) -> None:
+        """Send checked records, one batch per distinct time."""
+        if not records:
+            return
+        if len(set(times)) == 1:
+            # The common case (a producer pushes one time per batch): no loop per record.
+            self.send_at(times[0], records)
+            return
+        by_time: dict[Hashable, list[Any]] = {at: [] for at in times}
+        for at, record in zip(times, records, strict=True):
+            by_time[at].append(record)
+        self.send_groups(by_time, len(records))
+
+
+def group_by_time(pairs: Iterable[tuple[Hashable, Any]]) -> dict[Hashable, list[Any]]:
+    """Records grouped by time (new lists), in order."""
+    groups: dict[Hashable, list[Any]] = {}
+    for at, record in pairs:
+        records = groups.get(at)
+        if records is None:
+            groups[at] = [record]
+        else:
+            records.append(record)
+    return groups

@@ -1,0 +1,272 @@
+"""What an input journals, and how its journal is read back: checkpoints and replay.
+
+Every operation is written as it is asked for (:mod:`service.store.operations`), before it
+takes effect; replaying the frames through the same input code, in order, rebuilds its
+sessions, sequence numbers, transactions and idempotency keys, and sends its records again
+(operators are deterministic per time, so the outputs are recomputed). A checkpoint is the
+input's state as producers know it; a replay that starts at one restores it first.
+"""
+
+from __future__ import annotations
+
+import math
+import time as wallclock
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from service.app.inputs.core import Session
+from service.app.inputs.transactions import Expiry, Transaction
+from service.app.journal import InputJournal
+from service.app.settings import Limits
+from service.app.views import Ack
+from service.store import (
+    Abort,
+    Advance,
+    Checkpoint,
+    Close,
+    CloseSession,
+    Commit,
+    Expire,
+    ExpiryState,
+    Frame,
+    LoggedAck,
+    Open,
+    Operation,
+    Push,
+    SessionState,
+    Stage,
+    StoreError,
+    TransactionState,
+)
+
+if TYPE_CHECKING:
+    from service.app.inputs.producer import ProducerInput
+
+REPLAY_LIMITS = Limits(
+    max_batch_records=1 << 62,
+    max_sessions_per_input=1 << 62,
+    max_staged_records_per_input=1 << 62,
+    max_staged_bytes_per_input=1 << 62,
+    idempotency_keys_kept=Limits().idempotency_keys_kept,
+    staged_transaction_seconds=math.inf,
+)
+"""Replay re-applies what was accepted once: no size limit may refuse it the second time,
+and no transaction expires by the clock (only the expiries the log holds are applied)."""
+
+
+def _logged(ack: Ack | None) -> LoggedAck | None:
+    if ack is None:
+        return None
+    return LoggedAck(ack.seq, ack.session_time, list(ack.input_frontier), ack.applied)
+
+
+def _ack(ack: LoggedAck | None) -> Ack | None:
+    if ack is None:
+        return None
+    return Ack(ack.seq, ack.session_time, list(ack.input_frontier), ack.applied)
+
+
+def checkpoint(producer: ProducerInput) -> Checkpoint:
+    """The input's state as producers know it: what heads each new segment of its log."""
+    transactions = producer.transactions_of
+    commits = []
+    for key, (ids, ack) in transactions.commits.items():
+        logged = _logged(ack)
+        assert logged is not None
+        commits.append((key, ids, logged))
+    return Checkpoint(
+        producer.time(),
+        [
+            SessionState(s.id, s.time, s.seq, _logged(s.last_ack))
+            for s in producer.sessions.values()
+        ],
+        [TransactionState(t.id, t.touched, list(t.batches)) for t in transactions.open.values()],
+        commits,
+        [
+            ExpiryState(name, e.touched, e.expired_at, e.records)
+            for name, e in transactions.expired.items()
+        ],
+        producer.records_in,
+    )
+
+
+def restore(producer: ProducerInput, state: Checkpoint) -> None:
+    """Take a checkpoint's state: a fresh input (nothing applied yet) resumes from it.
+
+    What came before the checkpoint is not replayed: the records it carried were at times
+    every output has forgotten.
+    """
+    core = producer.core
+    sessions, transactions = producer.sessions_of, producer.transactions_of
+    assert not sessions.open and core.time is not None
+    for s in state.sessions:
+        capability = core.capabilities.session(s.time)
+        sessions.open[s.id] = Session(s.id, capability, s.time, s.seq, _ack(s.last_ack))
+    for t in state.transactions:
+        # A checkpoint written before transactions expired has no time for them: their
+        # time starts now.
+        touched = wallclock.time() if t.touched is None else t.touched
+        transaction = transactions.open[t.id] = Transaction(t.id, touched)
+        for batch in t.chunks:
+            transactions.add(transaction, batch.staged(), batch)
+    for key, ids, ack in state.commits:
+        restored = _ack(ack)
+        assert restored is not None
+        transactions.commits[key] = (ids, restored)
+    for e in state.expired:
+        transactions.expired[e.id] = Expiry(e.touched, e.expired_at, e.records)
+    core.records_in = state.records_in
+    if state.time is None:
+        producer.close()
+    elif state.time != core.time:
+        core.move(state.time)
+
+
+REPLAY_CHUNK = 32
+"""Operations replayed between two pauses for the workers."""
+
+
+class ReplayError(StoreError):
+    """An input's log does not replay (a bug, or a log from another graph): fail-stop."""
+
+
+@dataclass(slots=True)
+class Replayed:
+    """What a recovery replayed."""
+
+    frames: int = 0
+    records: int = 0
+
+
+async def replay(
+    producer: ProducerInput,
+    journal: InputJournal,
+    replayed: Replayed,
+    pause: Callable[[], Awaitable[None]] | None = None,
+) -> None:
+    """Apply every operation ``journal`` kept to a fresh ``producer`` again, in order.
+
+    Effects happen at once, nothing is logged again and no limit refuses what was accepted
+    once. Every :data:`REPLAY_CHUNK` operations it awaits ``pause()`` (the workers catch
+    up), so a long log is never all in flight in the dataflow at once.
+    """
+    with _replaying(producer, journal) as replaying:
+        first = True
+        for position, segment, frame in journal.frames():
+            if pause is not None and replayed.frames % REPLAY_CHUNK == REPLAY_CHUNK - 1:
+                await pause()
+            replaying.segment = segment
+            if isinstance(frame, Checkpoint):
+                # Only a first frame kept matters: what came before it is gone.
+                if first and position > 0:
+                    restore(producer, frame)
+                first = False
+                continue
+            first = False
+            try:
+                replayed.records += apply(producer, frame)
+            except Exception as error:
+                raise ReplayError(
+                    f"{journal.describe()}: frame {position} ({frame.kind}) of input "
+                    f"{producer.name!r} does not replay: {type(error).__name__}: {error}"
+                ) from error
+            replayed.frames += 1
+
+
+@contextmanager
+def _replaying(producer: ProducerInput, journal: InputJournal) -> Iterator[_Replaying]:
+    core = producer.core
+    limits, core.limits = core.limits, REPLAY_LIMITS
+    replaying = _Replaying(journal)
+    core.journal = replaying
+    deferred = core.capabilities.deferring(False)
+    try:
+        yield replaying
+    finally:
+        core.limits = limits
+        core.journal = journal
+        core.capabilities.deferring(deferred)
+
+
+class _Replaying:
+    """The journal an input has while its log is replayed.
+
+    It writes nothing, and notes the latest time of each segment's records (for truncation
+    after a restart).
+    """
+
+    __slots__ = ("journal", "segment")
+
+    defers_effects = False
+    position = -1
+    synced = 0
+
+    def __init__(self, journal: InputJournal) -> None:
+        self.journal = journal
+        self.segment = 0
+
+    @property
+    def checkpoints(self) -> bool:
+        """As the journal replayed: open transactions keep their batches if it needs them."""
+        return self.journal.checkpoints
+
+    def record(self, operation: Operation, state: Callable[[], Checkpoint]) -> None:
+        """Nothing to write: the operation is in the log already."""
+
+    def wait(self) -> None:
+        """Nothing to wait for."""
+
+    def sent(self, times: Iterable[Hashable]) -> None:
+        """Note the replayed operation's times in its segment's latest time."""
+        self.journal.replayed(self.segment, times)
+
+    def frames(self) -> Iterator[tuple[int, int, Frame]]:
+        """Nothing more to replay."""
+        return iter(())
+
+    def replayed(self, segment: int, times: Iterable[Hashable]) -> None:
+        """Noted already."""
+
+    def describe(self) -> str:
+        """The journal replayed."""
+        return self.journal.describe()
+
+
+def apply(producer: ProducerInput, frame: Frame) -> int:
+    """Apply one logged operation again; how many records it carried.
+
+    One branch per kind of operation, each the call that made it.
+    """
+    match frame:
+        case Push(session, seq, batch):
+            pairs = batch.pairs()
+            times = [t for t, _ in pairs]
+            records = [r for _, r in pairs]
+            producer.push_columns(session, seq, times, records)
+            return len(records)
+        case Stage(transaction, at, batch):
+            chunk = batch.staged()
+            producer.stage(transaction, chunk, at=at, logged=batch)
+            return len(chunk)
+        case Open(session, time):
+            producer.open_session(time, id=session)
+        case Advance(session, time, seq):
+            producer.advance(session, time, seq)
+        case CloseSession(session):
+            producer.close_session(session)
+        case Abort(transaction):
+            producer.abort(transaction)
+        case Expire(transaction, now):
+            producer.expire_transaction(transaction, now)
+        case Commit(session, transactions, key, advance_to, discard):
+            producer.commit(session, transactions, key, advance_to, discard)
+        case Close():
+            producer.close()
+        case Checkpoint():
+            raise TypeError("a checkpoint is restored, not applied")
+    return 0
+
+
+__all__ = ["REPLAY_LIMITS", "ReplayError", "Replayed", "apply", "checkpoint", "replay", "restore"]

@@ -1,0 +1,209 @@
+"""Producer sessions: each holds a capability at its time and pushes batches in order.
+
+A session pushes batches of ``[time, record]`` pairs, each with a sequence number; a batch
+is checked whole before any record is sent, so it is applied entirely or not at all. The
+same sequence number again is a retry, answered with the first acknowledgement; a lower one
+is stale. As sessions advance or close, the input's own time follows the meet of the open
+sessions' times; while no session is open the input stays where it is, until it is closed.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Hashable, Sequence
+from typing import Any
+
+from operators.progress import less_equal
+from service.app.errors import Conflict, Invalid, LimitExceeded, NotFound
+from service.app.inputs.core import InputCore, Session
+from service.app.inputs.times import all_at_or_after, check, meet
+from service.app.views import Ack
+from service.store import Advance, Batch, CloseSession, Open, Push
+
+
+class Sessions:
+    """The open sessions of one input, and the sockets attached to them."""
+
+    __slots__ = ("_core", "attached", "open")
+
+    def __init__(self, core: InputCore) -> None:
+        self._core = core
+        self.open: dict[str, Session] = {}
+        self.attached: set[str] = set()
+        """Sessions a producer's socket is attached to (one socket per session)."""
+
+    def get(self, session_id: str) -> Session:
+        """An open session; :class:`NotFound` if there is none, :class:`Gone` if closed."""
+        self._core.check_open()
+        session = self.open.get(session_id)
+        if session is None:
+            raise NotFound(f"input {self._core.name!r} has no open session {session_id!r}")
+        return session
+
+    def open_session(self, start: Hashable | None = None, id: str | None = None) -> Session:
+        """Open a session at ``start`` (default: the input's time), which must not be earlier.
+
+        ``id`` is given only when an opening is replayed from the log.
+        """
+        core = self._core
+        base_time = core.check_open()
+        if len(self.open) >= core.limits.max_sessions_per_input:
+            raise LimitExceeded(
+                f"input {core.name!r} has {len(self.open)} open sessions, "
+                f"the limit (max_sessions_per_input)"
+            )
+        time = base_time if start is None else start
+        if start is not None:
+            check(start, like=core.minimum, pointer="/start")
+            if not less_equal(base_time, start):
+                raise Conflict(
+                    f"cannot open a session at {start!r}: input {core.name!r} is already at "
+                    f"{base_time!r}"
+                )
+        session_id = id or uuid.uuid4().hex
+        core.record(Open(session_id, time))
+        session = Session(session_id, core.capabilities.session(time), time)
+        self.open[session.id] = session
+        return session
+
+    def push(
+        self,
+        session_id: str,
+        seq: int,
+        times: Sequence[Hashable],
+        records: Sequence[Any],
+        bounds: tuple[int, int] | None = None,
+        batch: Batch | None = None,
+    ) -> Ack:
+        """Send a batch given as its times and its records (equally long), whole or not.
+
+        ``bounds`` says the caller checked already that every time is an int in
+        ``[bounds[0], bounds[1]]`` (within the time domain), which spares a pass over them.
+        ``batch`` is the batch as it arrived, for the journal.
+        """
+        core = self._core
+        session = self.get(session_id)
+        repeated = self._repeat(session, seq)
+        if repeated is not None:
+            return repeated
+        if len(records) > core.limits.max_batch_records:
+            raise LimitExceeded(
+                f"a batch of {len(records)} records exceeds max_batch_records "
+                f"({core.limits.max_batch_records})"
+            )
+        time = session.time
+        if bounds is None or type(time) is not int or not time <= bounds[0]:
+            self._validate(session, times, "push")
+        core.record(Push(session_id, seq, batch or Batch.of(times, records)))
+        if bounds is not None and bounds[0] == bounds[1]:
+            core.send_at(bounds[0], records)  # one time: no pass over the times at all
+        else:
+            core.send(times, records)
+        session.seq = seq
+        ack = session.last_ack = core.ack(session, seq, len(records))
+        return ack
+
+    def advance(self, session_id: str, time: Hashable, seq: int | None = None) -> Ack:
+        """Move a session to the later ``time``: earlier times are complete as far as it goes."""
+        session = self.get(session_id)
+        if seq is not None:
+            repeated = self._repeat(session, seq)
+            if repeated is not None:
+                return repeated
+        self.check_advance(session, time)
+        self._core.record(Advance(session_id, time, seq))
+        self.move(session, time)
+        if seq is not None:
+            session.seq = seq
+        ack = self._core.ack(session, seq, 0)
+        if seq is not None:
+            session.last_ack = ack
+        return ack
+
+    def close_session(self, session_id: str) -> Ack:
+        """Close a session: it will send nothing more."""
+        session = self.get(session_id)
+        self._core.record(CloseSession(session_id))
+        session.closed = True
+        del self.open[session_id]
+        self._core.capabilities.drop(session.capability)
+        self.settle()
+        return self._core.ack(None, None, 0)
+
+    def close_all(self) -> None:
+        """The input closes: every session with it."""
+        for session in self.open.values():
+            session.closed = True
+            self._core.capabilities.drop(session.capability)
+        self.open.clear()
+
+    def check_advance(self, session: Session, time: Hashable, pointer: str = "/time") -> None:
+        """:class:`Invalid` or :class:`Conflict` unless ``session`` may advance to ``time``."""
+        check(time, like=self._core.minimum, pointer=pointer)
+        if not less_equal(session.time, time):
+            raise Conflict(
+                f"cannot advance the session from {session.time!r} to the earlier {time!r}"
+            )
+
+    def move(self, session: Session, time: Hashable) -> None:
+        """Move a (checked) session to ``time``; the input follows the sessions' meet."""
+        session.time = time
+        self._core.capabilities.downgrade(session.capability, time)
+        self.settle()
+
+    def settle(self) -> None:
+        """Move the input's own time up to the meet of its sessions."""
+        core = self._core
+        if core.time is None or not self.open:
+            return
+        times = [s.time for s in self.open.values()]
+        least = times[0]
+        for time in times[1:]:
+            least = meet(least, time)
+        if least != core.time:
+            core.move(least)
+
+    def attach(self, session_id: str) -> Session:
+        """Attach a producer's socket to an open session (one at a time): to resume it.
+
+        A producer whose connection broke (or whose server restarted) goes on with the same
+        session, retrying what was not acknowledged with the same sequence numbers.
+        """
+        session = self.get(session_id)
+        if session_id in self.attached:
+            raise Conflict(
+                f"session {session_id} of input {self._core.name!r} has a socket already"
+            )
+        self.attached.add(session_id)
+        return session
+
+    def release(self, session_id: str) -> None:
+        """Close a session if it is still open (its producer went away without closing it)."""
+        self.attached.discard(session_id)
+        core = self._core
+        if session_id in self.open and core.time is not None and not core.dropped:
+            self.close_session(session_id)
+
+    def _repeat(self, session: Session, seq: int) -> Ack | None:
+        if type(seq) is not int or seq < 1:
+            raise Invalid(f"seq must be a positive integer, not {seq!r}")
+        if seq == session.seq and session.last_ack is not None:
+            return session.last_ack
+        if seq <= session.seq:
+            raise Conflict(
+                f"seq {seq} is stale: session {session.id} has applied up to {session.seq}"
+            )
+        return None
+
+    def _validate(self, session: Session, times: Sequence[Hashable], what: str) -> None:
+        time = session.time
+        if all_at_or_after(times, time):
+            return
+        # Something is wrong: find the first offending record, for a precise message.
+        for index, at in enumerate(times):
+            check(at, f"record {index}", self._core.minimum, f"/records/{index}/0")
+            if not less_equal(time, at):
+                raise Conflict(
+                    f"record {index} is at {at!r}, before the session's time {time!r}: the "
+                    f"{what} was refused and nothing of it applied"
+                )

@@ -1,0 +1,464 @@
+"""Transactions: records staged on the server, made visible at once by a commit.
+
+A *transaction* stages records; committing it (through the session that holds the
+capability for their times, or without a session, at the input's own time) sends them all at
+once and may advance in the same call; aborting discards them. A commit carries an
+idempotency key: committing twice with the same key applies once and answers the same. A
+transaction keeps each staging request's batch as it came: pairs, or an Arrow body's
+columns, whose times are checked in bulk and which become Python records only at commit.
+
+A transaction left ``staged_transaction_seconds`` without a staging request, a commit or an
+abort *expires*: its records are discarded (an ``expire`` operation in the input's log, as
+durable as a client's abort), and until its name is aborted, committing it or staging into it
+is :class:`TransactionExpired`, naming when and why. A writer that died (a Spark driver or
+task killed) so stops holding its share of the staging cap for ever.
+"""
+
+from __future__ import annotations
+
+import time as wallclock
+from collections import OrderedDict
+from collections.abc import Hashable, Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Protocol, TypeAlias, cast
+
+from operators.progress import less_equal
+from service.app.errors import Conflict, Gone, IdempotencyKeyReused, LimitExceeded, NotFound
+from service.app.inputs.core import InputCore, Session, group_by_time
+from service.app.inputs.sessions import Sessions
+from service.app.inputs.times import check, pairs_at_or_after
+from service.app.views import Ack
+from service.store import Abort, Batch, Commit, Expire, Stage
+
+
+class Columns(Protocol):
+    """Records staged as columns (an Arrow body), with integer times.
+
+    The input checks their times in bulk against its own (:attr:`least`, then
+    :meth:`first_before` for the message), and turns the records into Python objects
+    once, at commit (:meth:`by_time`).
+    """
+
+    least: int
+    """The earliest time of a record (any value when there are none)."""
+
+    def __len__(self) -> int:
+        """How many records."""
+        ...
+
+    def time_at(self, index: int) -> int:
+        """The time of record ``index``."""
+        ...
+
+    def first_before(self, time: int) -> int:
+        """The index of the first record before ``time`` (there is one: ``least < time``)."""
+        ...
+
+    def by_time(self) -> list[tuple[int, list[Any]]]:
+        """The records grouped by time, each group new and in staging order."""
+        ...
+
+
+Chunk: TypeAlias = "list[tuple[Hashable, Any]] | Columns"
+"""What one staging request added to a transaction."""
+
+
+@dataclass(slots=True)
+class Transaction:
+    """Records staged for an atomic commit: each staging request's batch, as it came."""
+
+    id: str
+    touched: float
+    """When the last staging request came (wall-clock seconds): it expires
+    ``staged_transaction_seconds`` after that."""
+    chunks: list[Chunk] = field(default_factory=list)
+    size: int = 0
+    """How many records the chunks hold."""
+    bytes: int = 0
+    """How many bytes the staging requests' bodies held (what the byte cap counts)."""
+    batches: list[Batch] = field(default_factory=list)
+    """With a journal that writes checkpoints: each chunk as it was logged, so a checkpoint
+    of the input can hold the open transaction."""
+
+
+@dataclass(frozen=True, slots=True)
+class Expiry:
+    """A transaction that expired: when it was last staged into, and when it expired."""
+
+    touched: float
+    expired_at: float
+    records: int
+    """How many records were discarded."""
+
+
+class TransactionExpired(Gone):
+    """The transaction expired: nobody staged into, committed or aborted it for too long.
+
+    Its records were discarded (``staged_transaction_seconds``); nothing of the request was
+    applied. Aborting the name clears this, and the name can be used again. ``transaction``
+    and ``expired_at`` (RFC 3339, UTC) travel as extension members of the problem.
+    """
+
+    slug = "transaction-expired"
+    title = "Transaction expired"
+
+    def __init__(self, detail: str, transaction: str, expired_at: str) -> None:
+        super().__init__(detail, transaction=transaction, expired_at=expired_at)
+        self.transaction = transaction
+        self.expired_at = expired_at
+
+
+def rfc3339(seconds: float) -> str:
+    """A wall-clock time as RFC 3339 in UTC, to the millisecond.
+
+    >>> rfc3339(1_700_000_000.5)
+    '2023-11-14T22:13:20.500Z'
+    """
+    moment = datetime.fromtimestamp(seconds, UTC)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _pairs(chunk: Chunk) -> list[tuple[Hashable, Any]]:
+    """A chunk's ``(time, record)`` pairs (grouped by time, for columns)."""
+    if isinstance(chunk, list):
+        return list(chunk)
+    return [(t, r) for t, records in chunk.by_time() for r in records]
+
+
+def _by_time(chunk: Chunk) -> list[tuple[Hashable, list[Any]]]:
+    """A chunk's records grouped by time (new lists)."""
+    if not isinstance(chunk, list):
+        return cast("list[tuple[Hashable, list[Any]]]", chunk.by_time())
+    return list(group_by_time(chunk).items())
+
+
+class Transactions:
+    """One input's open transactions, its idempotency keys, and the expired names."""
+
+    __slots__ = ("_core", "_sessions", "commits", "expired", "open", "staged", "staged_bytes")
+
+    def __init__(self, core: InputCore, sessions: Sessions) -> None:
+        self._core = core
+        self._sessions = sessions
+        self.open: dict[str, Transaction] = {}
+        self.staged = 0
+        """Records staged in all open transactions (bounded by max_staged_records_per_input)."""
+        self.staged_bytes = 0
+        self.commits: OrderedDict[str, tuple[tuple[str, ...], Ack]] = OrderedDict()
+        """The latest ``idempotency_keys_kept`` commits: their transactions and their ack."""
+        self.expired: OrderedDict[str, Expiry] = OrderedDict()
+        """Transactions that expired, until their names are aborted (the latest
+        ``idempotency_keys_kept`` of them): a commit of one is told why it is gone."""
+
+    def sizes(self) -> dict[str, int]:
+        """The open transactions and how many records each holds, in the order they began."""
+        return {t.id: t.size for t in self.open.values()}
+
+    def add(self, transaction: Transaction, chunk: Chunk, batch: Batch | None) -> None:
+        """Add a chunk (and the batch it was logged as, if kept) to a transaction."""
+        size = 0 if batch is None else batch.size
+        transaction.chunks.append(chunk)
+        transaction.size += len(chunk)
+        transaction.bytes += size
+        self.staged += len(chunk)
+        self.staged_bytes += size
+        if batch is not None and self._core.journal.checkpoints:
+            transaction.batches.append(batch)
+
+    def clear(self) -> None:
+        """The input closes: its transactions go, expired names too."""
+        self.open.clear()
+        self.expired.clear()
+        self.staged = 0
+        self.staged_bytes = 0
+
+    # ----------------------------------------------------------------- staging
+
+    def stage(
+        self,
+        transaction_id: str,
+        chunk: Chunk,
+        batch: Batch | None = None,
+        at: float | None = None,
+    ) -> int:
+        """Add records to a transaction (created on first use); returns its size.
+
+        ``chunk`` is ``(time, record)`` pairs, or :class:`Columns` (an Arrow body), kept as
+        they are: their times are checked in bulk here and the records become Python
+        objects only when committed. ``batch`` is the batch as it arrived, for the journal.
+        ``at`` is when the request came (wall-clock seconds; now, unless it is replayed):
+        the transaction expires ``staged_transaction_seconds`` after its last one. An
+        expired transaction is :class:`TransactionExpired` until its name is aborted: its
+        earlier records are gone, and more records must not pass for all of them.
+        """
+        core = self._core
+        base_time = core.check_open()
+        at = wallclock.time() if at is None else at
+        self._check_not_expired(transaction_id, at, "nothing was staged")
+        self._check_caps(len(chunk), 0 if batch is None else batch.size)
+        if isinstance(chunk, list):
+            self._check_staged_pairs(chunk, base_time)
+        elif len(chunk):
+            self._check_staged_columns(chunk, base_time)
+        if batch is None:
+            batch = Batch.later(lambda: _pairs(chunk))
+        core.record(Stage(transaction_id, at, batch))
+        transaction = self.open.get(transaction_id)
+        if transaction is None:
+            transaction = self.open[transaction_id] = Transaction(transaction_id, at)
+        transaction.touched = at
+        if len(chunk):
+            self.add(transaction, chunk, batch)
+        return transaction.size
+
+    def _check_caps(self, records: int, size: int) -> None:
+        limits, name = self._core.limits, self._core.name
+        if self.staged + records > limits.max_staged_records_per_input:
+            raise LimitExceeded(
+                f"input {name!r} would hold more than max_staged_records_per_input "
+                f"({limits.max_staged_records_per_input}) staged records"
+            )
+        if self.staged_bytes + size > limits.max_staged_bytes_per_input:
+            raise LimitExceeded(
+                f"input {name!r} would hold more than max_staged_bytes_per_input "
+                f"({limits.max_staged_bytes_per_input}) bytes of staged bodies"
+            )
+
+    def _check_staged_pairs(self, batch: list[tuple[Hashable, Any]], time: Hashable) -> None:
+        if pairs_at_or_after(batch, time):
+            return
+        # Something is wrong: find the first offending record, for a precise message.
+        for index, (at, _record) in enumerate(batch):
+            check(at, f"record {index}", self._core.minimum, f"/records/{index}/0")
+            if not less_equal(time, at):
+                raise self._refused_stage(index, at, time)
+
+    def _check_staged_columns(self, batch: Columns, time: Hashable) -> None:
+        if type(time) is not int:  # a product domain: integer times are not its times
+            check(batch.time_at(0), "record 0", self._core.minimum, "/records/0/0")
+        if batch.least < cast("int", time):
+            index = batch.first_before(cast("int", time))
+            raise self._refused_stage(index, batch.time_at(index), time)
+
+    def _refused_stage(self, index: int, at: Hashable, time: Hashable) -> Conflict:
+        return Conflict(
+            f"record {index} is at {at!r}, before input {self._core.name!r}'s time {time!r}: "
+            f"it could never be committed; nothing was staged"
+        )
+
+    def _unstage(self, transaction: Transaction) -> None:
+        """Take a transaction that is gone (committed, aborted, expired) off the caps."""
+        self.staged -= transaction.size
+        self.staged_bytes -= transaction.bytes
+
+    def abort(self, transaction_id: str) -> int:
+        """Discard a transaction's staged records; returns how many there were (0 if none).
+
+        Aborting a transaction that expired answers 0 (its records were discarded when it
+        expired) and frees its name for a new transaction.
+        """
+        self._core.check_open()
+        if transaction_id not in self.open:
+            if transaction_id in self.expired:
+                self._core.record(Abort(transaction_id))
+                del self.expired[transaction_id]
+            return 0
+        self._core.record(Abort(transaction_id))
+        transaction = self.open.pop(transaction_id)
+        self._unstage(transaction)
+        return transaction.size
+
+    # ----------------------------------------------------------------- expiry
+
+    def expire(self, now: float | None = None) -> list[tuple[str, int]]:
+        """Expire every transaction left ``staged_transaction_seconds`` before ``now``.
+
+        Each expiry is logged (``expire``) before it takes effect, so a restart does not
+        bring the transaction back; its records leave the staging cap at once. Returns the
+        expired transactions and how many records each held. An input closed or dropped
+        has nothing staged.
+        """
+        core = self._core
+        if core.time is None or core.dropped:
+            return []
+        now = wallclock.time() if now is None else now
+        due = now - core.limits.staged_transaction_seconds
+        stale = [t for t in self.open.values() if t.touched <= due]
+        for transaction in stale:
+            self.expire_transaction(transaction.id, now)
+        return [(t.id, t.size) for t in stale]
+
+    def expire_transaction(self, transaction_id: str, now: float) -> None:
+        """Expire one transaction at ``now`` (logged): discard its records, keep why."""
+        transaction = self.open.get(transaction_id)
+        if transaction is None:
+            return
+        self._core.record(Expire(transaction_id, now))
+        del self.open[transaction_id]
+        self._unstage(transaction)
+        self.expired[transaction_id] = Expiry(transaction.touched, now, transaction.size)
+        while len(self.expired) > self._core.limits.idempotency_keys_kept:
+            self.expired.popitem(last=False)
+
+    def _check_not_expired(self, transaction_id: str, now: float, outcome: str) -> None:
+        """:class:`TransactionExpired` if the transaction expired (now, if it is due)."""
+        seconds = self._core.limits.staged_transaction_seconds
+        transaction = self.open.get(transaction_id)
+        if transaction is not None and transaction.touched <= now - seconds:
+            # Due, and the periodic expiry has not come round yet: it expires now, the same
+            # way, so what a request finds does not depend on when that runs.
+            self.expire_transaction(transaction_id, now)
+        expiry = self.expired.get(transaction_id)
+        if expiry is None:
+            return
+        raise TransactionExpired(
+            f"transaction {transaction_id!r} of input {self._core.name!r} expired at "
+            f"{rfc3339(expiry.expired_at)}: nothing staged into it, committed it or aborted it "
+            f"for {seconds:g} s (staged_transaction_seconds), so its {expiry.records} records "
+            f"were discarded; {outcome} (abort it to use its name again)",
+            transaction_id,
+            rfc3339(expiry.expired_at),
+        )
+
+    # ----------------------------------------------------------------- commits
+
+    def commit(
+        self,
+        session_id: str | None,
+        transaction_ids: list[str],
+        idempotency_key: str,
+        advance_to: Hashable | None = None,
+        discard: Iterable[str] = (),
+    ) -> Ack:
+        """Make the transactions' records visible at once, then advance.
+
+        Everything is checked first; on any problem nothing is applied. The same
+        ``idempotency_key`` with the same transactions answers the first commit's ack (even
+        once the session that made it is closed); with other transactions it is
+        :class:`IdempotencyKeyReused`. Once the commit is done (now, or before under the
+        key) the ``discard`` transactions are aborted: a producer's leftovers (for example
+        the transactions of failed attempts), cleaned up in the same call.
+
+        With a session, the records must be at or after the session's time and
+        ``advance_to`` (not earlier) advances the session. Without one (``None``) the commit
+        acts as a session opened at the input's time for this call and closed after it: the
+        records must be at or after the input's time, and ``advance_to`` moves the input
+        there when no session is open (an open session holds the input at the meet of the
+        sessions' times); an ``advance_to`` the input is already at or past is satisfied.
+        """
+        base_time = self._core.check_open()
+        discard = list(discard)
+        operation = Commit(session_id, list(transaction_ids), idempotency_key, advance_to, discard)
+        done = self.commits.get(idempotency_key)
+        if done is not None:
+            return self._committed_before(operation, done)
+        session = None if session_id is None else self._sessions.get(session_id)
+        chunks = self._committable(transaction_ids)
+        time = base_time if session is None else session.time
+        what = f"input {self._core.name!r}'s time" if session is None else "the session's time"
+        self._check_commit(chunks, time, f"{what} {time!r}")
+        if advance_to is not None:
+            advance_to = self._check_advance_to(session, time, advance_to)
+        self._core.record(operation)  # as asked: a replay derives the same advance
+        applied = self._send_staged(chunks)
+        for t in transaction_ids:
+            self._unstage(self.open.pop(t))
+        if advance_to is not None:
+            if session is not None:
+                self._sessions.move(session, advance_to)
+            elif not self._sessions.open:
+                self._core.move(advance_to)
+        ack = self._core.ack(session, None, applied)
+        self.commits[idempotency_key] = (tuple(transaction_ids), ack)
+        while len(self.commits) > self._core.limits.idempotency_keys_kept:
+            self.commits.popitem(last=False)
+        self._discard(discard)
+        return ack
+
+    def _committed_before(self, operation: Commit, done: tuple[tuple[str, ...], Ack]) -> Ack:
+        """A commit under a key used before: the first answer, or the key was misused."""
+        if done[0] != tuple(operation.transactions):
+            raise IdempotencyKeyReused(
+                f"idempotency key {operation.key!r} was used to commit "
+                f"{list(done[0])}, not {operation.transactions}",
+                operation.key,
+                list(done[0]),
+            )
+        if any(t in self.open for t in operation.discard):
+            self._core.record(operation)
+            self._discard(operation.discard)
+        return done[1]
+
+    def _committable(self, transaction_ids: list[str]) -> list[Chunk]:
+        """The chunks of the transactions to commit; :class:`NotFound` if one is missing."""
+        now = wallclock.time()
+        for t in transaction_ids:
+            self._check_not_expired(t, now, "nothing was committed")
+        missing = [t for t in transaction_ids if t not in self.open]
+        if missing:
+            raise NotFound(f"no staged transaction {missing[0]!r} on input {self._core.name!r}")
+        return [c for t in transaction_ids for c in self.open[t].chunks]
+
+    def _check_advance_to(
+        self, session: Session | None, time: Hashable, advance_to: Hashable
+    ) -> Hashable | None:
+        """The time a commit advances to (``None``: nowhere); checked against ``time``."""
+        check(advance_to, like=self._core.minimum, pointer="/advance_to")
+        if session is None and less_equal(advance_to, time):
+            return None  # the input is there already
+        if not less_equal(time, advance_to):
+            held = "session" if session is not None else f"input {self._core.name!r}"
+            raise Conflict(
+                f"cannot advance the {held} from {time!r} to the earlier {advance_to!r}; "
+                f"nothing was committed"
+            )
+        if session is not None:
+            self._sessions.check_advance(session, advance_to, "/advance_to")
+        return advance_to
+
+    def _discard(self, transaction_ids: Iterable[str]) -> None:
+        for t in transaction_ids:
+            transaction = self.open.pop(t, None)
+            if transaction is not None:
+                self._unstage(transaction)
+            self.expired.pop(t, None)  # discarded as a leftover: its name is free again
+
+    def _check_commit(self, chunks: list[Chunk], time: Hashable, what: str) -> None:
+        """Every staged record is at or after ``time``; else a precise :class:`Conflict`.
+
+        Their times were checked when staged; the common case is checked in bulk.
+        """
+        offset = 0
+        for chunk in chunks:
+            index: int | None = None
+            if isinstance(chunk, list):
+                if not pairs_at_or_after(chunk, time):
+                    index = next(
+                        (i for i, (at, _r) in enumerate(chunk) if not less_equal(time, at)), None
+                    )
+            elif type(time) is int and chunk.least < time:
+                index = chunk.first_before(time)
+            if index is not None:
+                at = chunk[index][0] if isinstance(chunk, list) else chunk.time_at(index)
+                raise Conflict(
+                    f"record {offset + index} is at {at!r}, before {what}: the commit was "
+                    f"refused and nothing of it applied"
+                )
+            offset += len(chunk)
+
+    def _send_staged(self, chunks: list[Chunk]) -> int:
+        """Send the records of ``chunks`` with one batch per distinct time; how many."""
+        groups: dict[Hashable, list[Any]] = {}
+        count = 0
+        for chunk in chunks:
+            count += len(chunk)
+            for at, records in _by_time(chunk):
+                have = groups.get(at)
+                if have is None:
+                    groups[at] = records
+                else:
+                    have.extend(records)
+        # The input's capability is at or before each time: checked by _check_commit.
+        self._core.send_groups(groups, count)
+        return count
