@@ -113,8 +113,6 @@ async def from_holders(
     dataflow's description and explanations at any process show every input as its holder
     sees it; the request's own headers (its token) go with each question.
     """
-    if request.app[SETTINGS].cluster is None:
-        return {}
     manager = request.app[MANAGER]
     asked = {name: manager.input_process(dataflow, name) for name in names}
     remote = {name: process for name, process in asked.items() if process is not None}

@@ -66,7 +66,7 @@ class Recovery:
                 continue
             dataflow.recovered_outputs()
             for producer in dataflow.inputs.values():
-                await replay(producer, producer.journal, self.replayed, self._caught_up)
+                await replay(producer.parts, producer.journal, self.replayed, self._caught_up)
 
     def issued(self) -> None:
         """Process 0 has issued every stored create (maybe none): the others may drop theirs."""

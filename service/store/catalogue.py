@@ -56,12 +56,6 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE dataflows ADD COLUMN truncated_before INTEGER NOT NULL DEFAULT 0;
     """,
-    # The inputs' logs may hold format 2 frames (service.store.operations) from now on: a
-    # release that reads only format 1 must refuse the directory, not misread it.
-    """
-    CREATE TABLE formats (name TEXT PRIMARY KEY, version INTEGER NOT NULL);
-    INSERT INTO formats (name, version) VALUES ('input_log', 2);
-    """,
 )
 """Migration ``i`` takes the schema from version ``i`` to ``i + 1``."""
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import pickle
-import sqlite3
 import subprocess
 import sys
 import tarfile
@@ -92,9 +91,6 @@ async def test_a_format_1_directory_is_read_as_it_was_and_goes_on_in_format_2(
     four = {"time": 4, "records": [{"key": "apple", "count": 1}, {"key": "open", "count": 1}]}
     assert times["times"] == [*EXPECTED["times"]["times"], four]
     assert times["frontier"] == [5]
-    with sqlite3.connect(data / "catalogue.sqlite3") as db:
-        assert db.execute("PRAGMA user_version").fetchone() == (3,)
-        assert db.execute("SELECT name, version FROM formats").fetchall() == [("input_log", 2)]
     log = Log(data / "inputs" / EXPECTED["dataflow"] / "0", repair=False)
     formats = [payload[:1] for _position, payload in log.replay()]
     log.close()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from operators import Capability
 from operators.progress import minimum_like
@@ -13,7 +13,15 @@ from service.app.inputs.capabilities import InputCapabilities
 from service.app.journal import InputJournal
 from service.app.settings import Limits
 from service.app.views import Ack
-from service.store import Checkpoint, Operation
+from service.store import Checkpoint, Close, Operation
+
+
+class Closing(Protocol):
+    """A part of an input that lets go of what it holds when the input closes."""
+
+    def on_close(self) -> None:
+        """The input closed: nothing more can ever arrive."""
+        ...
 
 
 @dataclass(slots=True)
@@ -81,6 +89,16 @@ class InputCore:
         """The input's own time moves to ``time`` (its capability, once durable)."""
         self.time = time
         self.capabilities.move_base(time)
+
+    def close(self, parts: Iterable[Closing]) -> None:
+        """Close the input (logged): every part lets go, then its own capability goes."""
+        if self.time is None:
+            return
+        self.record(Close())
+        for part in parts:
+            part.on_close()
+        self.time = None
+        self.capabilities.close()
 
     def ack(self, session: Session | None, seq: int | None, applied: int) -> Ack:
         """What an operation answers: the sequence number and the times now."""

@@ -14,10 +14,10 @@ import time as wallclock
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-from service.app.inputs.core import Session
-from service.app.inputs.transactions import Expiry, Transaction
+from service.app.inputs.core import InputCore, Session
+from service.app.inputs.sessions import Sessions
+from service.app.inputs.transactions import Expiry, Transaction, Transactions
 from service.app.journal import InputJournal
 from service.app.settings import Limits
 from service.app.views import Ack
@@ -41,8 +41,19 @@ from service.store import (
     TransactionState,
 )
 
-if TYPE_CHECKING:
-    from service.app.inputs.producer import ProducerInput
+
+@dataclass(frozen=True, slots=True)
+class Parts:
+    """An input's parts, as journaling reads and replays them."""
+
+    core: InputCore
+    sessions: Sessions
+    transactions: Transactions
+
+    def close(self) -> None:
+        """Close the input (logged)."""
+        self.core.close((self.sessions, self.transactions))
+
 
 REPLAY_LIMITS = Limits(
     max_batch_records=1 << 62,
@@ -68,19 +79,19 @@ def _ack(ack: LoggedAck | None) -> Ack | None:
     return Ack(ack.seq, ack.session_time, list(ack.input_frontier), ack.applied)
 
 
-def checkpoint(producer: ProducerInput) -> Checkpoint:
+def checkpoint(parts: Parts) -> Checkpoint:
     """The input's state as producers know it: what heads each new segment of its log."""
-    transactions = producer.transactions_of
+    core, transactions = parts.core, parts.transactions
     commits = []
     for key, (ids, ack) in transactions.commits.items():
         logged = _logged(ack)
         assert logged is not None
         commits.append((key, ids, logged))
     return Checkpoint(
-        producer.time(),
+        core.time,
         [
             SessionState(s.id, s.time, s.seq, _logged(s.last_ack))
-            for s in producer.sessions.values()
+            for s in parts.sessions.open.values()
         ],
         [TransactionState(t.id, t.touched, list(t.batches)) for t in transactions.open.values()],
         commits,
@@ -88,18 +99,17 @@ def checkpoint(producer: ProducerInput) -> Checkpoint:
             ExpiryState(name, e.touched, e.expired_at, e.records)
             for name, e in transactions.expired.items()
         ],
-        producer.records_in,
+        core.records_in,
     )
 
 
-def restore(producer: ProducerInput, state: Checkpoint) -> None:
+def restore(parts: Parts, state: Checkpoint) -> None:
     """Take a checkpoint's state: a fresh input (nothing applied yet) resumes from it.
 
     What came before the checkpoint is not replayed: the records it carried were at times
     every output has forgotten.
     """
-    core = producer.core
-    sessions, transactions = producer.sessions_of, producer.transactions_of
+    core, sessions, transactions = parts.core, parts.sessions, parts.transactions
     assert not sessions.open and core.time is not None
     for s in state.sessions:
         capability = core.capabilities.session(s.time)
@@ -119,7 +129,7 @@ def restore(producer: ProducerInput, state: Checkpoint) -> None:
         transactions.expired[e.id] = Expiry(e.touched, e.expired_at, e.records)
     core.records_in = state.records_in
     if state.time is None:
-        producer.close()
+        parts.close()
     elif state.time != core.time:
         core.move(state.time)
 
@@ -141,18 +151,19 @@ class Replayed:
 
 
 async def replay(
-    producer: ProducerInput,
+    parts: Parts,
     journal: InputJournal,
     replayed: Replayed,
     pause: Callable[[], Awaitable[None]] | None = None,
 ) -> None:
-    """Apply every operation ``journal`` kept to a fresh ``producer`` again, in order.
+    """Apply every operation ``journal`` kept to an input again, in order.
 
-    Effects happen at once, nothing is logged again and no limit refuses what was accepted
+    ``parts`` are a fresh input's (nothing applied yet). Effects happen at once, nothing is
+    logged again and no limit refuses what was accepted
     once. Every :data:`REPLAY_CHUNK` operations it awaits ``pause()`` (the workers catch
     up), so a long log is never all in flight in the dataflow at once.
     """
-    with _replaying(producer, journal) as replaying:
+    with _replaying(parts.core, journal) as replaying:
         first = True
         for position, segment, frame in journal.frames():
             if pause is not None and replayed.frames % REPLAY_CHUNK == REPLAY_CHUNK - 1:
@@ -161,23 +172,22 @@ async def replay(
             if isinstance(frame, Checkpoint):
                 # Only a first frame kept matters: what came before it is gone.
                 if first and position > 0:
-                    restore(producer, frame)
+                    restore(parts, frame)
                 first = False
                 continue
             first = False
             try:
-                replayed.records += apply(producer, frame)
+                replayed.records += apply(parts, frame)
             except Exception as error:
                 raise ReplayError(
                     f"{journal.describe()}: frame {position} ({frame.kind}) of input "
-                    f"{producer.name!r} does not replay: {type(error).__name__}: {error}"
+                    f"{parts.core.name!r} does not replay: {type(error).__name__}: {error}"
                 ) from error
             replayed.frames += 1
 
 
 @contextmanager
-def _replaying(producer: ProducerInput, journal: InputJournal) -> Iterator[_Replaying]:
-    core = producer.core
+def _replaying(core: InputCore, journal: InputJournal) -> Iterator[_Replaying]:
     limits, core.limits = core.limits, REPLAY_LIMITS
     replaying = _Replaying(journal)
     core.journal = replaying
@@ -234,39 +244,49 @@ class _Replaying:
         return self.journal.describe()
 
 
-def apply(producer: ProducerInput, frame: Frame) -> int:
+def apply(parts: Parts, frame: Frame) -> int:
     """Apply one logged operation again; how many records it carried.
 
     One branch per kind of operation, each the call that made it.
     """
+    sessions, transactions = parts.sessions, parts.transactions
     match frame:
         case Push(session, seq, batch):
             pairs = batch.pairs()
             times = [t for t, _ in pairs]
             records = [r for _, r in pairs]
-            producer.push_columns(session, seq, times, records)
+            sessions.push(session, seq, times, records, None, batch)
             return len(records)
         case Stage(transaction, at, batch):
             chunk = batch.staged()
-            producer.stage(transaction, chunk, at=at, logged=batch)
+            transactions.stage(transaction, chunk, batch, at)
             return len(chunk)
         case Open(session, time):
-            producer.open_session(time, id=session)
+            sessions.open_session(time, session)
         case Advance(session, time, seq):
-            producer.advance(session, time, seq)
+            sessions.advance(session, time, seq)
         case CloseSession(session):
-            producer.close_session(session)
+            sessions.close_session(session)
         case Abort(transaction):
-            producer.abort(transaction)
+            transactions.abort(transaction)
         case Expire(transaction, now):
-            producer.expire_transaction(transaction, now)
-        case Commit(session, transactions, key, advance_to, discard):
-            producer.commit(session, transactions, key, advance_to, discard)
+            transactions.expire_transaction(transaction, now)
+        case Commit(session, ids, key, advance_to, discard):
+            transactions.commit(session, ids, key, advance_to, discard)
         case Close():
-            producer.close()
+            parts.close()
         case Checkpoint():
             raise TypeError("a checkpoint is restored, not applied")
     return 0
 
 
-__all__ = ["REPLAY_LIMITS", "ReplayError", "Replayed", "apply", "checkpoint", "replay", "restore"]
+__all__ = [
+    "REPLAY_LIMITS",
+    "Parts",
+    "ReplayError",
+    "Replayed",
+    "apply",
+    "checkpoint",
+    "replay",
+    "restore",
+]

@@ -24,7 +24,7 @@ from service.app.inputs.transactions import Chunk, Transaction, Transactions
 from service.app.journal import NULL_INPUT, InputJournal
 from service.app.settings import Limits
 from service.app.views import Ack, InputView, SessionView
-from service.store import ARROW, JSON, Batch, Checkpoint, Close, Frame
+from service.store import ARROW, JSON, Batch, Checkpoint, Frame
 
 Raw: TypeAlias = "tuple[str, bytes]"
 """A batch as it arrived: its format (``"json"``, ``"arrow"``, or ``"arrow-columns"`` for an
@@ -48,7 +48,7 @@ class _Quiet:
 class ProducerInput:
     """The sessions, transactions and capabilities of one input, on its owner worker."""
 
-    __slots__ = ("_sessions", "_transactions", "core", "name")
+    __slots__ = ("_sessions", "_transactions", "core", "name", "parts")
 
     def __init__(
         self,
@@ -71,18 +71,9 @@ class ProducerInput:
         self.core = InputCore(name, capabilities, journal, limits, self.snapshot)
         self._sessions = Sessions(self.core)
         self._transactions = Transactions(self.core, self._sessions)
+        self.parts = journaling.Parts(self.core, self._sessions, self._transactions)
 
     # ----------------------------------------------------------------- state
-
-    @property
-    def sessions_of(self) -> Sessions:
-        """The input's sessions (the concept, not the dict of open ones)."""
-        return self._sessions
-
-    @property
-    def transactions_of(self) -> Transactions:
-        """The input's transactions (the concept, not the dict of open ones)."""
-        return self._transactions
 
     @property
     def sessions(self) -> dict[str, Session]:
@@ -171,15 +162,15 @@ class ProducerInput:
 
     def snapshot(self) -> Checkpoint:
         """The input's state as producers know it: what a checkpoint of its log holds."""
-        return journaling.checkpoint(self)
+        return journaling.checkpoint(self.parts)
 
     def restore(self, state: Checkpoint) -> None:
         """Take a checkpoint's state: a fresh input (nothing applied yet) resumes from it."""
-        journaling.restore(self, state)
+        journaling.restore(self.parts, state)
 
     def replay(self, frame: Frame) -> int:
         """Apply one logged operation again (recovery); how many records it carried."""
-        return journaling.apply(self, frame)
+        return journaling.apply(self.parts, frame)
 
     # ----------------------------------------------------------------- sessions
 
@@ -295,14 +286,7 @@ class ProducerInput:
 
     def close(self) -> None:
         """Close the input and every session: the input is complete."""
-        core = self.core
-        if core.time is None:
-            return
-        core.record(Close())
-        self._sessions.close_all()
-        self._transactions.clear()
-        core.time = None
-        core.capabilities.close()
+        self.parts.close()
 
 
 def producer_input(

@@ -130,7 +130,7 @@ class Sessions:
         self.settle()
         return self._core.ack(None, None, 0)
 
-    def close_all(self) -> None:
+    def on_close(self) -> None:
         """The input closes: every session with it."""
         for session in self.open.values():
             session.closed = True

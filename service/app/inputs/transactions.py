@@ -166,7 +166,7 @@ class Transactions:
         if batch is not None and self._core.journal.checkpoints:
             transaction.batches.append(batch)
 
-    def clear(self) -> None:
+    def on_close(self) -> None:
         """The input closes: its transactions go, expired names too."""
         self.open.clear()
         self.expired.clear()
