@@ -1,10 +1,11 @@
-"""Helpers the benchmarks share: statistics over repeats and plain-text tables."""
+"""Helpers the benchmarks share: statistics over repeats, plain-text tables, checkouts."""
 
 from __future__ import annotations
 
 import math
 import statistics
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 
@@ -48,3 +49,15 @@ def percentile(sorted_values: list[int], q: float) -> float:
         raise ValueError("no samples")
     rank = max(0, min(len(sorted_values) - 1, math.ceil(q * len(sorted_values)) - 1))
     return float(sorted_values[rank])
+
+
+def cli_source(checkout: Path) -> str:
+    """The source of a checkout's ``frontier`` command, to see which flags it takes.
+
+    ``api/cli.py`` in older checkouts; since the command is a package (``api/cli/``), its
+    modules read together.
+    """
+    module = checkout / "api" / "cli.py"
+    if module.exists():
+        return module.read_text()
+    return "".join(path.read_text() for path in sorted((checkout / "api" / "cli").glob("*.py")))

@@ -64,7 +64,12 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from common import Stat, percentile, table  # bench/common.py (the script's folder)
+from common import (  # bench/common.py (the script's folder)
+    Stat,
+    cli_source,
+    percentile,
+    table,
+)
 
 # bench/service.py, not the service package: the script's folder is first on sys.path.
 from service import GRAPH, _die_with_parent, free_port
@@ -250,7 +255,7 @@ def start_service(checkout: Path, data: str, args: argparse.Namespace) -> Server
     limits = {name: value for name, value in wanted.items() if f"{name}:" in settings}
     config = Path(data) / "config.json"
     config.write_text(json.dumps({"limits": limits}))
-    cli = (checkout / "api" / "cli.py").read_text()
+    cli = cli_source(checkout)
     port = free_port()
     command = [str(python), "-m", "api", "serve", "--host", "127.0.0.1", "--port", str(port)]
     command += ["--workers", "1", "--data-dir", data, "--config", str(config)]

@@ -58,6 +58,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from common import cli_source  # bench/common.py (the script's folder)
+
 ROOT = Path(__file__).resolve().parents[1]
 PROBE_INTERVAL = 0.01
 
@@ -167,7 +169,7 @@ class Server:
     def start(self) -> None:
         self.data = tempfile.mkdtemp(prefix="bench-healthz-")
         self.port = free_port()
-        cli = (self.checkout / "api" / "cli.py").read_text()
+        cli = cli_source(self.checkout)
         command = [str(self.python), "-m", "api", "serve", "--host", "127.0.0.1"]
         command += ["--port", str(self.port), "--workers", "1", "--data-dir", self.data]
         if "--durability" in cli:

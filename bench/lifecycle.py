@@ -33,7 +33,7 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import table
+from bench.common import cli_source, table
 from bench.service import ServerProcess, free_port
 
 GRAPH = {
@@ -69,7 +69,7 @@ def start(checkout: Path, data_dir: str) -> ServerProcess:
         "--data-dir",
         data_dir,
     ]
-    if "--durability" in (checkout / "api" / "cli.py").read_text():
+    if "--durability" in cli_source(checkout):
         command += ["--durability", "none"]
     return ServerProcess(checkout.name or "here", command, port, "/readyz")
 

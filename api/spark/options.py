@@ -234,6 +234,35 @@ def sink_options(raw: Mapping[str, str], streaming: bool = False) -> SinkOptions
     _known(options, SINK_OPTIONS, "sink")
     conn = connection(options)
     input_name = _name(options, "input", "the dataflow input to write into")
+    time_column, time, time_offset = _sink_times(options, streaming)
+    value_column = options.get("valuecolumn") or None
+    if value_column is not None and value_column == time_column:
+        raise OptionError("options 'valueColumn' and 'timeColumn' name the same column")
+    advance = _advance(options, streaming)
+    writer_id = _writer_id(options, streaming)
+    lateness = _lateness(options, time_column, advance)
+    late_rows = _late_rows(options)
+    batch_size = _int(options, "batchSize", DEFAULT_BATCH_SIZE, 1, MAX_BATCH_SIZE)
+    attempts = _int(options, "maxTaskAttempts", DEFAULT_MAX_TASK_ATTEMPTS, 1, 1000)
+    assert batch_size is not None and attempts is not None
+    return SinkOptions(
+        conn,
+        input_name,
+        time_column,
+        time,
+        time_offset,
+        value_column,
+        advance,
+        writer_id,
+        batch_size,
+        attempts,
+        lateness,
+        late_rows,
+    )
+
+
+def _sink_times(options: dict[str, str], streaming: bool) -> tuple[str | None, int | None, int]:
+    """The sink's ``timeColumn``, ``time`` and ``timeOffset``: at most one way to time rows."""
     time_column = options.get("timecolumn") or None
     time = _int(options, "time", None)
     if time_column is not None and time is not None:
@@ -247,9 +276,11 @@ def sink_options(raw: Mapping[str, str], streaming: bool = False) -> SinkOptions
     assert time_offset is not None
     if "timeoffset" in options and not streaming:
         raise OptionError("option 'timeOffset' is for streaming writes (time = batchId + offset)")
-    value_column = options.get("valuecolumn") or None
-    if value_column is not None and value_column == time_column:
-        raise OptionError("options 'valueColumn' and 'timeColumn' name the same column")
+    return time_column, time, time_offset
+
+
+def _advance(options: dict[str, str], streaming: bool) -> Advance:
+    """The sink's ``advanceFrontier``: ``max`` (the default), ``none`` or ``close`` (batch)."""
     advance = options.get("advancefrontier", "max").strip().lower()
     if advance not in ("max", "none", "close"):
         raise OptionError(
@@ -261,6 +292,11 @@ def sink_options(raw: Mapping[str, str], streaming: bool = False) -> SinkOptions
             "option 'advanceFrontier' close is for batch writes: a stream writes on after "
             "each micro-batch (close the input when the query is done)"
         )
+    return advance  # type: ignore[return-value]
+
+
+def _writer_id(options: dict[str, str], streaming: bool) -> str:
+    """The sink's ``writerId``, which every write needs: it keys the write's commits."""
     writer_id = _identifier(options, "writerId")
     if writer_id is None:
         raise OptionError(
@@ -272,6 +308,11 @@ def sink_options(raw: Mapping[str, str], streaming: bool = False) -> SinkOptions
             "before is recognised and not applied twice; another write needs another name "
             "(orders-2026-01-05, say)"
         )
+    return writer_id
+
+
+def _lateness(options: dict[str, str], time_column: str | None, advance: Advance) -> int:
+    """The sink's ``allowedLateness``: only for rows with their own times, advanced to max."""
     lateness = _int(options, "allowedLateness", 0)
     assert lateness is not None
     if "allowedlateness" in options and (time_column is None or advance != "max"):
@@ -279,29 +320,18 @@ def sink_options(raw: Mapping[str, str], streaming: bool = False) -> SinkOptions
             "option 'allowedLateness' is for rows with their own times (option 'timeColumn') "
             "written with advanceFrontier max: it keeps the latest times open for late rows"
         )
+    return lateness
+
+
+def _late_rows(options: dict[str, str]) -> LateRows:
+    """The sink's ``lateRows``: ``fail`` (the default) or ``drop``."""
     late_rows = options.get("laterows", "fail").strip().lower()
     if late_rows not in ("fail", "drop"):
         raise OptionError(
             f"option 'lateRows' must be fail (a row before the input's time fails the write) "
             f"or drop (such rows are dropped), not {options['laterows']!r}"
         )
-    batch_size = _int(options, "batchSize", DEFAULT_BATCH_SIZE, 1, MAX_BATCH_SIZE)
-    attempts = _int(options, "maxTaskAttempts", DEFAULT_MAX_TASK_ATTEMPTS, 1, 1000)
-    assert batch_size is not None and attempts is not None
-    return SinkOptions(
-        conn,
-        input_name,
-        time_column,
-        time,
-        time_offset,
-        value_column,
-        advance,  # type: ignore[arg-type]
-        writer_id,
-        batch_size,
-        attempts,
-        lateness,
-        late_rows,  # type: ignore[arg-type]
-    )
+    return late_rows  # type: ignore[return-value]
 
 
 def transaction_name(writer: str, partition: int, attempt: int, batch: int | None = None) -> str:

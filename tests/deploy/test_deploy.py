@@ -37,7 +37,7 @@ import click
 import pytest
 import yaml
 
-import api.cli
+import api.cli.serving
 import api.server.app
 import api.server.auth
 from api.cli import main, serve
@@ -292,8 +292,8 @@ def _environ_key(node: ast.AST) -> ast.expr | None:
 
 
 def _serve_functions() -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
-    """``serve`` and the functions of api.cli it calls, directly or not."""
-    tree = ast.parse(inspect.getsource(api.cli))
+    """``serve`` and the functions of api.cli.serving it calls, directly or not."""
+    tree = ast.parse(inspect.getsource(api.cli.serving))
     top = {
         node.name: node
         for node in tree.body
@@ -341,7 +341,7 @@ def handled_signals() -> set[str]:
     """The ``signal.SIG*`` names the server's run loop refers to (it handles them)."""
     return {
         node.attr
-        for node in ast.walk(function(api.cli, "_serve"))
+        for node in ast.walk(function(api.cli.serving, "_serve"))
         if isinstance(node, ast.Attribute)
         and node.attr.startswith("SIG")
         and isinstance(node.value, ast.Name)
@@ -353,7 +353,7 @@ def drain_seconds() -> float:
     """The longest a graceful shutdown takes: closing WebSockets, then requests in flight."""
     timeouts = [
         keyword.value.value
-        for node in ast.walk(function(api.cli, "_serve"))
+        for node in ast.walk(function(api.cli.serving, "_serve"))
         if isinstance(node, ast.Call)
         for keyword in node.keywords
         if keyword.arg == "shutdown_timeout"
@@ -733,8 +733,8 @@ def test_settings_each_container_runs_with(
     def fake_serve(settings: Settings, *_rest: Any) -> None:
         captured.append(settings)
 
-    monkeypatch.setattr(api.cli, "_serve", fake_serve)
-    monkeypatch.setattr(api.cli, "asyncio_run", lambda coroutine: coroutine)
+    monkeypatch.setattr(api.cli.serving, "_serve", fake_serve)
+    monkeypatch.setattr(api.cli.serving, "asyncio_run", lambda coroutine: coroutine)
     monkeypatch.setattr("api.server.logs.configure_logging", lambda fmt: None)
     args = [str(started.files.get(a, a)) for a in started.argv[3:]]
     if name != "dockerfile":
@@ -970,8 +970,8 @@ def test_settings_each_cluster_process_runs_with(
     def fake_serve(settings: Settings, *_rest: Any) -> None:
         captured.append(settings)
 
-    monkeypatch.setattr(api.cli, "_serve", fake_serve)
-    monkeypatch.setattr(api.cli, "asyncio_run", lambda coroutine: coroutine)
+    monkeypatch.setattr(api.cli.serving, "_serve", fake_serve)
+    monkeypatch.setattr(api.cli.serving, "asyncio_run", lambda coroutine: coroutine)
     monkeypatch.setattr("api.server.logs.configure_logging", lambda fmt: None)
     for started in launches:
         for variable in [*os.environ]:

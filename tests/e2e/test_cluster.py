@@ -22,8 +22,7 @@ from typing import Any
 
 import pytest
 
-from api.client import AsyncClient
-from api.client.client import AsyncSession
+from api.client import AsyncClient, AsyncSession
 from operators.runtime import stable_hash
 from tests.e2e.conftest import (
     REPO,

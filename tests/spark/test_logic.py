@@ -31,14 +31,13 @@ from api.spark.sink import (
     FrontierStreamWriter,
     FrontierWriter,
     SinkError,
-    _already_committed,
-    _commit,
     abort_writes,
     bodies,
     commit_writes,
     record_columns,
     write_partition,
 )
+from api.spark.sink.committer import _already_committed, _commit
 from api.spark.source import (
     FrontierReader,
     FrontierStreamReader,
@@ -545,7 +544,7 @@ class FlakySession:
 def test_a_commit_whose_answer_is_lost_is_repeated_with_the_same_key(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr("api.spark.sink.COMMIT_BACKOFF", 0.0)
+    monkeypatch.setattr("api.spark.sink.committer.COMMIT_BACKOFF", 0.0)
     session = FlakySession(failures=1)
     assert _commit(session.commit, ["t1"], "k", 5, []) == {"applied": 1}
     assert session.calls == [(("t1",), "k", 5)] * 2

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from api.client.client import AsyncClient, AsyncSession, Client, Session, _Blocking
+from api.client import AsyncClient, AsyncSession, Client, Session
+from api.client.blocking import _Blocking
 
 # Calls whose blocking form differs on purpose: an iterator collected into a list, an
 # async session wrapped in a blocking one, streams that only make sense on a loop, and the

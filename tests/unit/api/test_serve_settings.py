@@ -9,6 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 import api.cli
+import api.cli.serving
 import api.server.logs
 from service.app import Settings
 
@@ -22,7 +23,7 @@ def served(
     async def start(settings: Settings, demo: bool, access_log: str = "control") -> None:
         seen.append(settings)
 
-    monkeypatch.setattr(api.cli, "_serve", start)
+    monkeypatch.setattr(api.cli.serving, "_serve", start)
     # Leave this process's logging as it is: serve would make the root logger log JSON.
     monkeypatch.setattr(api.server.logs, "configure_logging", lambda fmt: None)
     for name in ("FRONTIER_HOST", "FRONTIER_PORT", "FRONTIER_WORKERS", "FRONTIER_DATA_DIR"):

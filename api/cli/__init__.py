@@ -1,0 +1,56 @@
+"""The ``frontier`` command: serve, submit, push, watch, tail, why (and the progress-core demo).
+
+Every client command talks to a server at ``--url`` (default ``$FRONTIER_URL`` or
+``http://127.0.0.1:8080``) with ``--token`` (default ``$FRONTIER_TOKEN``).
+
+The commands live by what they do: :mod:`api.cli.serving` starts the server,
+:mod:`api.cli.producing` submits graphs and pushes records, :mod:`api.cli.watching` follows
+frontiers and outputs and explains what holds a time back; :mod:`api.cli.common` has what
+the client commands share.
+"""
+
+from __future__ import annotations
+
+import click
+
+from api.cli.common import asyncio_run
+from api.cli.producing import push, submit
+from api.cli.serving import DEMO_GRAPH, GC_GEN0_THRESHOLD, serve
+from api.cli.watching import tail, watch, why, why_tree
+
+
+@click.group()
+def main() -> None:
+    """Frontier: timely dataflow as a service."""
+
+
+@click.command()
+def demo() -> None:
+    """The progress-core demo: frontiers moving around a loop, no server."""
+    from service.demo import main as demo_main
+
+    demo_main()
+
+
+main.add_command(serve)
+main.add_command(submit)
+main.add_command(push)
+main.add_command(watch)
+main.add_command(tail)
+main.add_command(why)
+main.add_command(demo)
+
+__all__ = [
+    "DEMO_GRAPH",
+    "GC_GEN0_THRESHOLD",
+    "asyncio_run",
+    "demo",
+    "main",
+    "push",
+    "serve",
+    "submit",
+    "tail",
+    "watch",
+    "why",
+    "why_tree",
+]
