@@ -102,8 +102,9 @@ def _checkpoint(state: dict[str, Any]) -> Checkpoint:
         logged = _ack(ack)
         assert logged is not None
         commits.append((key, tuple(ids), logged))
+    time = state["time"]
     return Checkpoint(
-        state["time"],
+        None if time is None else [time],
         [SessionState(s, t, seq, _ack(ack)) for s, t, seq, ack in state["sessions"]],
         [
             # A checkpoint written before transactions expired has no time for them.

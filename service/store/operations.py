@@ -94,7 +94,8 @@ class Checkpoint:
 
     kind: ClassVar[str] = "checkpoint"
 
-    time: Hashable | None
+    times: list[Hashable] | None
+    """The input's own frontier (``None``: closed)."""
     sessions: list[SessionState] = field(default_factory=list)
     transactions: list[TransactionState] = field(default_factory=list)
     commits: list[tuple[str, tuple[str, ...], LoggedAck]] = field(default_factory=list)
@@ -249,7 +250,7 @@ def _checkpoint_header(checkpoint: Checkpoint) -> tuple[dict[str, Any], list[Bat
     batches = [chunk for t in checkpoint.transactions for chunk in t.chunks]
     return {
         "op": "checkpoint",
-        "time": _time(checkpoint.time),
+        "times": None if checkpoint.times is None else [encode_time(t) for t in checkpoint.times],
         "sessions": [
             [s.id, encode_time(s.time), s.seq, _ack(s.last_ack)] for s in checkpoint.sessions
         ],
@@ -353,8 +354,9 @@ def _checkpoint(header: dict[str, Any], data: bytes) -> Checkpoint:
         transactions.append(TransactionState(transaction, touched, batches))
     if offset != len(data):
         raise BadOperation(f"a checkpoint's batches take {offset} bytes, not {len(data)}")
+    times = header["times"]
     return Checkpoint(
-        _optional_time(header["time"]),
+        None if times is None else [decode_time(t) for t in times],
         [
             SessionState(session, decode_time(time), seq, _logged_ack(ack))
             for session, time, seq, ack in header["sessions"]

@@ -83,8 +83,8 @@ async def test_a_lost_peer_stops_the_process_with_503_naming_it(
     pair: list[DataflowManager],
 ) -> None:
     first, second = pair
-    assert isinstance(second.fabric, ClusterFabric)
-    await second.fabric.abort()  # as a crash does: no goodbye
+    assert isinstance(second.placement.fabric, ClusterFabric)
+    await second.placement.fabric.abort()  # as a crash does: no goodbye
     assert first.fatal is not None
     await asyncio.wait_for(first.fatal.wait(), 10.0)
     with pytest.raises(Unavailable) as refused:

@@ -14,6 +14,7 @@ from collections.abc import Callable, Hashable
 from typing import Any, Protocol
 
 from operators import Capability, OutputPort
+from operators.progress import less_equal
 
 
 class InputListener(Protocol):
@@ -25,7 +26,12 @@ class InputListener(Protocol):
 
 
 class InputCapabilities:
-    """The input's own capability, the sessions' capabilities, and the effects waiting."""
+    """The input's own capabilities, the sessions' capabilities, and the effects waiting.
+
+    The input holds one capability per time of its own frontier (an antichain: with product
+    times, open sessions at ``[2, 0]`` and ``[0, 2]`` hold exactly those two, so ``[1, 0]``,
+    which nothing can send, completes).
+    """
 
     __slots__ = ("_base", "_deferred", "_listener", "_name", "_output", "_position")
 
@@ -40,8 +46,9 @@ class InputCapabilities:
     ) -> None:
         self._name = name
         self._output = output
-        self._base: Capability | None = base
-        """The input's own capability, as applied (``None`` once the close is)."""
+        self._base: list[Capability] = [base]
+        """The input's own capabilities, one per time of its frontier, as applied (none once
+        the close is)."""
         self._listener = listener
         self._position = position
         """The log position of the operation being applied (what an effect waits for)."""
@@ -51,15 +58,9 @@ class InputCapabilities:
         """Effects waiting for their operations to be durable, in order, each with its
         operation's log position (``None``: effects happen at once)."""
 
-    @property
-    def base_time(self) -> Hashable:
-        """The time of the input's own capability, as applied (the input is not closed)."""
-        assert self._base is not None
-        return self._base.time
-
     def applied_frontier(self) -> list[Hashable]:
         """The input's frontier as the dataflow sees it."""
-        return [] if self._base is None else [self._base.time]
+        return [capability.time for capability in self._base]
 
     def deferring(self, defer: bool) -> bool:
         """Defer effects from now on (or not); whether they were deferred before."""
@@ -75,9 +76,17 @@ class InputCapabilities:
         """A capability for a new session at ``time``.
 
         Made at once, deferred or not: holding a capability early only holds progress back.
+        ``time`` is at or after a time of the input's frontier (checked), and so of the one
+        applied, which can only be behind it.
         """
-        assert self._base is not None  # the input is open: its close has not been applied
-        return self._base.delayed(time)
+        return self._holding(time).delayed(time)
+
+    def _holding(self, time: Hashable) -> Capability:
+        """An own capability at or before ``time`` (there is one: checked before)."""
+        for capability in self._base:
+            if less_equal(capability.time, time):
+                return capability
+        raise AssertionError(f"no capability of the input holds {time!r}")
 
     def effect(self, effect: Callable[..., Any], *args: Any) -> None:
         """Apply ``effect(*args)`` now, or once the operation being logged is durable."""
@@ -112,22 +121,31 @@ class InputCapabilities:
         """Drop a session's capability."""
         self.effect(capability.drop)
 
-    def move_base(self, time: Hashable) -> None:
-        """Move the input's own capability to ``time``."""
-        self.effect(self._downgrade_base, time)
+    def move_base(self, times: list[Hashable]) -> None:
+        """Move the input's own capabilities to ``times`` (each at or after one of them)."""
+        self.effect(self._move_base, list(times))
 
     def close(self) -> None:
         """Drop the input's own capability: the input is complete."""
         self.effect(self._drop_base)
 
-    def _downgrade_base(self, time: Hashable) -> None:
-        base = self._base
-        if base is not None:
-            base.downgrade(time)
-            self._listener.input_moved(self._name)
+    def _move_base(self, times: list[Hashable]) -> None:
+        if not self._base:
+            return
+        kept: list[Capability] = []
+        for time in times:
+            same = next((c for c in self._base if c.time == time), None)
+            kept.append(same if same is not None else self._holding(time).delayed(time))
+        keeping = {id(capability) for capability in kept}
+        for capability in self._base:
+            if id(capability) not in keeping:
+                capability.drop()
+        self._base = kept
+        self._listener.input_moved(self._name)
 
     def _drop_base(self) -> None:
-        base, self._base = self._base, None
-        if base is not None:
-            base.drop()
+        base, self._base = self._base, []
+        for capability in base:
+            capability.drop()
+        if base:
             self._listener.input_moved(self._name)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from operators import Capability
-from operators.progress import minimum_like
+from operators.progress import Antichain, less_equal, minimum_like
 from service.app.errors import Gone
 from service.app.inputs.capabilities import InputCapabilities
 from service.app.journal import InputJournal
@@ -62,42 +62,49 @@ class InputCore:
         self.limits = limits
         self.checkpoint = checkpoint
         """The input's state now: what heads a new segment of its log."""
-        self.minimum = minimum_like(capabilities.base_time)
-        self.time: Hashable | None = capabilities.base_time
-        """The input's own time as far as producers know (``None`` once closed)."""
+        [start] = capabilities.applied_frontier()
+        self.minimum = minimum_like(start)
+        self.times: list[Hashable] | None = [start]
+        """The input's own frontier as far as producers know, in the domain's order: one time,
+        or with product times several incomparable ones (``None`` once closed)."""
         self.records_in = 0
         self.dropped = False
         """Set when the dataflow is dropped (or failed): every operation is then 410."""
 
-    def check_open(self) -> Hashable:
-        """The input's time; :class:`Gone` if it is closed or its dataflow dropped."""
+    def check_open(self) -> list[Hashable]:
+        """The input's frontier; :class:`Gone` if it is closed or its dataflow dropped."""
         if self.dropped:
             raise Gone(f"the dataflow of input {self.name!r} was dropped")
-        if self.time is None:
+        if self.times is None:
             raise Gone(f"input {self.name!r} is closed")
-        return self.time
+        return self.times
+
+    @property
+    def time(self) -> Hashable | None:
+        """The first time of the input's frontier (``None`` once closed)."""
+        return None if self.times is None else self.times[0]
 
     def frontier(self) -> list[Hashable]:
         """The times that may still arrive here, as producers know it (what acks say)."""
-        return [] if self.time is None else [self.time]
+        return [] if self.times is None else list(self.times)
 
     def record(self, operation: Operation) -> None:
         """Write ``operation`` to the journal before it takes effect."""
         self.journal.record(operation, self.checkpoint)
 
-    def move(self, time: Hashable) -> None:
-        """The input's own time moves to ``time`` (its capability, once durable)."""
-        self.time = time
-        self.capabilities.move_base(time)
+    def move(self, times: list[Hashable]) -> None:
+        """The input's own frontier moves to ``times`` (its capabilities, once durable)."""
+        self.times = times
+        self.capabilities.move_base(times)
 
     def close(self, parts: Iterable[Closing]) -> None:
         """Close the input (logged): every part lets go, then its own capability goes."""
-        if self.time is None:
+        if self.times is None:
             return
         self.record(Close())
         for part in parts:
             part.on_close()
-        self.time = None
+        self.times = None
         self.capabilities.close()
 
     def ack(self, session: Session | None, seq: int | None, applied: int) -> Ack:
@@ -135,6 +142,27 @@ class InputCore:
         for at, record in zip(times, records, strict=True):
             by_time[at].append(record)
         self.send_groups(by_time, len(records))
+
+
+def holds(times: list[Hashable], time: Hashable) -> bool:
+    """Whether ``time`` is at or after one of ``times`` (a frontier): it may still be sent."""
+    return any(less_equal(t, time) for t in times)
+
+
+def minimal(times: Iterable[Hashable]) -> list[Hashable]:
+    """The minimal elements of ``times`` (an antichain), in the domain's order.
+
+    >>> from operators.progress import Product
+    >>> minimal([Product(2, 0), Product(0, 2), Product(2, 2)])
+    [Product(outer=0, inner=2), Product(outer=2, inner=0)]
+    """
+    elements: list[Any] = list(Antichain(times).elements())
+    return sorted(elements)  # ints, or products in their lexicographic (total) order
+
+
+def shown(times: list[Hashable]) -> str:
+    """A frontier as messages name it: its one time, or the list of them."""
+    return repr(times[0]) if len(times) == 1 else repr(times)
 
 
 def group_by_time(pairs: Iterable[tuple[Hashable, Any]]) -> dict[Hashable, list[Any]]:

@@ -88,7 +88,7 @@ def checkpoint(parts: Parts) -> Checkpoint:
         assert logged is not None
         commits.append((key, ids, logged))
     return Checkpoint(
-        core.time,
+        None if core.times is None else list(core.times),
         [
             SessionState(s.id, s.time, s.seq, _logged(s.last_ack))
             for s in parts.sessions.open.values()
@@ -110,7 +110,7 @@ def restore(parts: Parts, state: Checkpoint) -> None:
     every output has forgotten.
     """
     core, sessions, transactions = parts.core, parts.sessions, parts.transactions
-    assert not sessions.open and core.time is not None
+    assert not sessions.open and core.times is not None
     for s in state.sessions:
         capability = core.capabilities.session(s.time)
         sessions.open[s.id] = Session(s.id, capability, s.time, s.seq, _ack(s.last_ack))
@@ -128,10 +128,10 @@ def restore(parts: Parts, state: Checkpoint) -> None:
     for e in state.expired:
         transactions.expired[e.id] = Expiry(e.touched, e.expired_at, e.records)
     core.records_in = state.records_in
-    if state.time is None:
+    if state.times is None:
         parts.close()
-    elif state.time != core.time:
-        core.move(state.time)
+    elif state.times != core.times:
+        core.move(state.times)
 
 
 REPLAY_CHUNK = 32

@@ -112,10 +112,13 @@ class ProducerInput:
     @property
     def closed(self) -> bool:
         """Whether the input was closed (nothing more can ever arrive)."""
-        return self.core.time is None
+        return self.core.times is None
 
     def time(self) -> Hashable | None:
-        """The input's own time: the earliest time a new session may start at."""
+        """The input's own time: the first time of its frontier.
+
+        A new session starts at or after one of the frontier's times (:meth:`frontier`).
+        """
         return self.core.time
 
     def frontier(self) -> list[Hashable]:

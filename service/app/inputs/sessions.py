@@ -15,8 +15,8 @@ from typing import Any
 
 from operators.progress import less_equal
 from service.app.errors import Conflict, Invalid, LimitExceeded, NotFound
-from service.app.inputs.core import InputCore, Session
-from service.app.inputs.times import all_at_or_after, check, meet
+from service.app.inputs.core import InputCore, Session, holds, minimal, shown
+from service.app.inputs.times import all_at_or_after, check
 from service.app.views import Ack
 from service.store import Advance, Batch, CloseSession, Open, Push
 
@@ -41,25 +41,34 @@ class Sessions:
         return session
 
     def open_session(self, start: Hashable | None = None, id: str | None = None) -> Session:
-        """Open a session at ``start`` (default: the input's time), which must not be earlier.
+        """Open a session at ``start``, at or after a time of the input's frontier.
 
-        ``id`` is given only when an opening is replayed from the log.
+        ``start`` defaults to the input's time (when its frontier is one time: with several,
+        the producer must say which, or a later one). ``id`` is given only when an opening is
+        replayed from the log.
         """
         core = self._core
-        base_time = core.check_open()
+        times = core.check_open()
         if len(self.open) >= core.limits.max_sessions_per_input:
             raise LimitExceeded(
                 f"input {core.name!r} has {len(self.open)} open sessions, "
                 f"the limit (max_sessions_per_input)"
             )
-        time = base_time if start is None else start
-        if start is not None:
+        if start is None:
+            if len(times) > 1:
+                raise Conflict(
+                    f"input {core.name!r} is at several times {times!r}: give the session's "
+                    "start (at or after one of them)"
+                )
+            time = times[0]
+        else:
             check(start, like=core.minimum, pointer="/start")
-            if not less_equal(base_time, start):
+            if not holds(times, start):
                 raise Conflict(
                     f"cannot open a session at {start!r}: input {core.name!r} is already at "
-                    f"{base_time!r}"
+                    f"{shown(times)}"
                 )
+            time = start
         session_id = id or uuid.uuid4().hex
         core.record(Open(session_id, time))
         session = Session(session_id, core.capabilities.session(time), time)
@@ -146,21 +155,23 @@ class Sessions:
             )
 
     def move(self, session: Session, time: Hashable) -> None:
-        """Move a (checked) session to ``time``; the input follows the sessions' meet."""
+        """Move a (checked) session to ``time``; the input follows its sessions' times."""
         session.time = time
         self._core.capabilities.downgrade(session.capability, time)
         self.settle()
 
     def settle(self) -> None:
-        """Move the input's own time up to the meet of its sessions."""
+        """Move the input's own frontier up to its open sessions' times (their minimal ones).
+
+        Exactly the times a session can still send at: with product times, sessions at
+        ``[2, 0]`` and ``[0, 2]`` leave ``[1, 0]`` complete. With no session open the input
+        stays where it is.
+        """
         core = self._core
-        if core.time is None or not self.open:
+        if core.times is None or not self.open:
             return
-        times = [s.time for s in self.open.values()]
-        least = times[0]
-        for time in times[1:]:
-            least = meet(least, time)
-        if least != core.time:
+        least = minimal(s.time for s in self.open.values())
+        if least != core.times:
             core.move(least)
 
     def attach(self, session_id: str) -> Session:
@@ -181,7 +192,7 @@ class Sessions:
         """Close a session if it is still open (its producer went away without closing it)."""
         self.attached.discard(session_id)
         core = self._core
-        if session_id in self.open and core.time is not None and not core.dropped:
+        if session_id in self.open and core.times is not None and not core.dropped:
             self.close_session(session_id)
 
     def _repeat(self, session: Session, seq: int) -> Ack | None:

@@ -25,7 +25,7 @@ from typing import Any, Protocol, TypeAlias, cast
 
 from operators.progress import less_equal
 from service.app.errors import Conflict, Gone, IdempotencyKeyReused, LimitExceeded, NotFound
-from service.app.inputs.core import InputCore, Session, group_by_time
+from service.app.inputs.core import InputCore, Session, group_by_time, holds, shown
 from service.app.inputs.sessions import Sessions
 from service.app.inputs.times import check, pairs_at_or_after
 from service.app.views import Ack
@@ -193,14 +193,14 @@ class Transactions:
         earlier records are gone, and more records must not pass for all of them.
         """
         core = self._core
-        base_time = core.check_open()
+        times = core.check_open()
         at = wallclock.time() if at is None else at
         self._check_not_expired(transaction_id, at, "nothing was staged")
         self._check_caps(len(chunk), 0 if batch is None else batch.size)
         if isinstance(chunk, list):
-            self._check_staged_pairs(chunk, base_time)
+            self._check_staged_pairs(chunk, times)
         elif len(chunk):
-            self._check_staged_columns(chunk, base_time)
+            self._check_staged_columns(chunk, times)
         if batch is None:
             batch = Batch.later(lambda: _pairs(chunk))
         core.record(Stage(transaction_id, at, batch))
@@ -225,26 +225,28 @@ class Transactions:
                 f"({limits.max_staged_bytes_per_input}) bytes of staged bodies"
             )
 
-    def _check_staged_pairs(self, batch: list[tuple[Hashable, Any]], time: Hashable) -> None:
-        if pairs_at_or_after(batch, time):
+    def _check_staged_pairs(self, batch: list[tuple[Hashable, Any]], times: list[Hashable]) -> None:
+        if len(times) == 1 and pairs_at_or_after(batch, times[0]):
             return
-        # Something is wrong: find the first offending record, for a precise message.
+        # Something is wrong (or the frontier has several times): record by record, for a
+        # precise message.
         for index, (at, _record) in enumerate(batch):
             check(at, f"record {index}", self._core.minimum, f"/records/{index}/0")
-            if not less_equal(time, at):
-                raise self._refused_stage(index, at, time)
+            if not holds(times, at):
+                raise self._refused_stage(index, at, times)
 
-    def _check_staged_columns(self, batch: Columns, time: Hashable) -> None:
+    def _check_staged_columns(self, batch: Columns, times: list[Hashable]) -> None:
+        time = times[0]
         if type(time) is not int:  # a product domain: integer times are not its times
             check(batch.time_at(0), "record 0", self._core.minimum, "/records/0/0")
         if batch.least < cast("int", time):
             index = batch.first_before(cast("int", time))
-            raise self._refused_stage(index, batch.time_at(index), time)
+            raise self._refused_stage(index, batch.time_at(index), times)
 
-    def _refused_stage(self, index: int, at: Hashable, time: Hashable) -> Conflict:
+    def _refused_stage(self, index: int, at: Hashable, times: list[Hashable]) -> Conflict:
         return Conflict(
-            f"record {index} is at {at!r}, before input {self._core.name!r}'s time {time!r}: "
-            f"it could never be committed; nothing was staged"
+            f"record {index} is at {at!r}, before input {self._core.name!r}'s time "
+            f"{shown(times)}: it could never be committed; nothing was staged"
         )
 
     def _unstage(self, transaction: Transaction) -> None:
@@ -280,7 +282,7 @@ class Transactions:
         has nothing staged.
         """
         core = self._core
-        if core.time is None or core.dropped:
+        if core.times is None or core.dropped:
             return []
         now = wallclock.time() if now is None else now
         due = now - core.limits.staged_transaction_seconds
@@ -343,11 +345,11 @@ class Transactions:
         With a session, the records must be at or after the session's time and
         ``advance_to`` (not earlier) advances the session. Without one (``None``) the commit
         acts as a session opened at the input's time for this call and closed after it: the
-        records must be at or after the input's time, and ``advance_to`` moves the input
-        there when no session is open (an open session holds the input at the meet of the
-        sessions' times); an ``advance_to`` the input is already at or past is satisfied.
+        records must be at or after a time of the input's frontier, and ``advance_to`` moves
+        the input there when no session is open (open sessions hold the input at their
+        times); an ``advance_to`` the input is already at or past is satisfied.
         """
-        base_time = self._core.check_open()
+        times = self._core.check_open()
         discard = list(discard)
         operation = Commit(session_id, list(transaction_ids), idempotency_key, advance_to, discard)
         done = self.commits.get(idempotency_key)
@@ -355,11 +357,12 @@ class Transactions:
             return self._committed_before(operation, done)
         session = None if session_id is None else self._sessions.get(session_id)
         chunks = self._committable(transaction_ids)
-        time = base_time if session is None else session.time
+        if session is not None:
+            times = [session.time]
         what = f"input {self._core.name!r}'s time" if session is None else "the session's time"
-        self._check_commit(chunks, time, f"{what} {time!r}")
+        self._check_commit(chunks, times, f"{what} {shown(times)}")
         if advance_to is not None:
-            advance_to = self._check_advance_to(session, time, advance_to)
+            advance_to = self._check_advance_to(session, times, advance_to)
         self._core.record(operation)  # as asked: a replay derives the same advance
         applied = self._send_staged(chunks)
         for t in transaction_ids:
@@ -368,7 +371,7 @@ class Transactions:
             if session is not None:
                 self._sessions.move(session, advance_to)
             elif not self._sessions.open:
-                self._core.move(advance_to)
+                self._core.move([advance_to])
         ack = self._core.ack(session, None, applied)
         self.commits[idempotency_key] = (tuple(transaction_ids), ack)
         while len(self.commits) > self._core.limits.idempotency_keys_kept:
@@ -401,17 +404,17 @@ class Transactions:
         return [c for t in transaction_ids for c in self.open[t].chunks]
 
     def _check_advance_to(
-        self, session: Session | None, time: Hashable, advance_to: Hashable
+        self, session: Session | None, times: list[Hashable], advance_to: Hashable
     ) -> Hashable | None:
-        """The time a commit advances to (``None``: nowhere); checked against ``time``."""
+        """The time a commit advances to (``None``: nowhere); checked against ``times``."""
         check(advance_to, like=self._core.minimum, pointer="/advance_to")
-        if session is None and less_equal(advance_to, time):
+        if session is None and all(less_equal(advance_to, t) for t in times):
             return None  # the input is there already
-        if not less_equal(time, advance_to):
+        if not holds(times, advance_to):
             held = "session" if session is not None else f"input {self._core.name!r}"
             raise Conflict(
-                f"cannot advance the {held} from {time!r} to the earlier {advance_to!r}; "
-                f"nothing was committed"
+                f"cannot advance the {held} from {shown(times)} to the earlier "
+                f"{advance_to!r}; nothing was committed"
             )
         if session is not None:
             self._sessions.check_advance(session, advance_to, "/advance_to")
@@ -424,18 +427,19 @@ class Transactions:
                 self._unstage(transaction)
             self.expired.pop(t, None)  # discarded as a leftover: its name is free again
 
-    def _check_commit(self, chunks: list[Chunk], time: Hashable, what: str) -> None:
-        """Every staged record is at or after ``time``; else a precise :class:`Conflict`.
+    def _check_commit(self, chunks: list[Chunk], times: list[Hashable], what: str) -> None:
+        """Every staged record is at or after a time of ``times``; else a :class:`Conflict`.
 
         Their times were checked when staged; the common case is checked in bulk.
         """
         offset = 0
+        time = times[0]
         for chunk in chunks:
             index: int | None = None
             if isinstance(chunk, list):
-                if not pairs_at_or_after(chunk, time):
+                if len(times) > 1 or not pairs_at_or_after(chunk, time):
                     index = next(
-                        (i for i, (at, _r) in enumerate(chunk) if not less_equal(time, at)), None
+                        (i for i, (at, _r) in enumerate(chunk) if not holds(times, at)), None
                     )
             elif type(time) is int and chunk.least < time:
                 index = chunk.first_before(time)
