@@ -1,12 +1,12 @@
-"""The ``frontier`` command: serve, submit, push, watch, tail, why (and the progress-core demo).
+"""The ``frontier`` command: serve, submit, push, watch, tail, why, check (and a demo).
 
 Every client command talks to a server at ``--url`` (default ``$FRONTIER_URL`` or
 ``http://127.0.0.1:8080``) with ``--token`` (default ``$FRONTIER_TOKEN``).
 
 The commands live by what they do: :mod:`api.cli.serving` starts the server,
 :mod:`api.cli.producing` submits graphs and pushes records, :mod:`api.cli.watching` follows
-frontiers and outputs and explains what holds a time back; :mod:`api.cli.common` has what
-the client commands share.
+frontiers and outputs and explains what holds a time back, :mod:`api.cli.directory` checks
+(and repairs) a data directory; :mod:`api.cli.common` has what the client commands share.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from __future__ import annotations
 import click
 
 from api.cli.common import asyncio_run
+from api.cli.directory import check_directory
 from api.cli.producing import push, submit
 from api.cli.serving import DEMO_GRAPH, GC_GEN0_THRESHOLD, serve
 from api.cli.watching import tail, watch, why, why_tree
@@ -39,11 +40,13 @@ main.add_command(watch)
 main.add_command(tail)
 main.add_command(why)
 main.add_command(demo)
+main.add_command(check_directory)
 
 __all__ = [
     "DEMO_GRAPH",
     "GC_GEN0_THRESHOLD",
     "asyncio_run",
+    "check_directory",
     "demo",
     "main",
     "push",

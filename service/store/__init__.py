@@ -13,8 +13,15 @@ from service.store.batches import (
     arrow_records,
     json_pairs,
 )
-from service.store.catalogue import Catalogue, NewerCatalogue, StoredDataflow
+from service.store.catalogue import (
+    Catalogue,
+    DamagedCatalogue,
+    MissingCatalogue,
+    NewerCatalogue,
+    StoredDataflow,
+)
 from service.store.durability import Committer, Durability
+from service.store.lock import DirectoryLocked
 from service.store.log import CorruptLog, Log, StoreError
 from service.store.operations import (
     Abort,
@@ -54,6 +61,8 @@ __all__ = [
     "Commit",
     "Committer",
     "CorruptLog",
+    "DamagedCatalogue",
+    "DirectoryLocked",
     "Durability",
     "Expire",
     "ExpiryState",
@@ -61,6 +70,7 @@ __all__ = [
     "InputLog",
     "Log",
     "LoggedAck",
+    "MissingCatalogue",
     "NewerCatalogue",
     "Open",
     "Operation",

@@ -19,6 +19,7 @@ directory written by a newer one with :class:`NewerCatalogue`, changing nothing.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import sqlite3
 from collections.abc import Hashable, Iterator
@@ -67,6 +68,14 @@ class NewerCatalogue(StoreError):
     """The data directory was written by a newer release: this one will not touch it."""
 
 
+class MissingCatalogue(StoreError):
+    """The catalogue is gone but input logs are there: starting would delete them."""
+
+
+class DamagedCatalogue(StoreError):
+    """The catalogue cannot be read as a catalogue: the server will not guess."""
+
+
 @dataclass(frozen=True, slots=True)
 class StoredDataflow:
     """A dataflow as the catalogue holds it."""
@@ -103,19 +112,46 @@ def _writes(method: Any) -> Any:
 
 
 class Catalogue:
-    """The catalogue file of a data directory (created on first use)."""
+    """The catalogue file of a data directory (created on first use).
 
-    def __init__(self, directory: Path | str) -> None:
+    With ``create`` false, a missing file is :class:`MissingCatalogue`. A file SQLite cannot
+    read, or whose ``quick_check`` finds damage, is :class:`DamagedCatalogue`: nothing is
+    written to it then.
+    """
+
+    def __init__(self, directory: Path | str, create: bool = True) -> None:
         self.path = Path(directory) / FILE
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        if not create and not self.path.exists():
+            raise MissingCatalogue(f"{self.path} is missing")
+        if self.path.exists():
+            self._check()
         self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         try:
             self._migrate()
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=FULL")
         except BaseException:
             self._db.close()
             raise
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=FULL")
+
+    def _check(self) -> None:
+        """:class:`DamagedCatalogue` unless SQLite finds the file sound.
+
+        On a connection that can only read: one that could write would, on closing, fold
+        the write-ahead log into a damaged file (SQLite's checkpoint), changing what a
+        refusal must leave as it found it.
+        """
+        try:
+            with contextlib.closing(
+                sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, check_same_thread=False)
+            ) as db:
+                problems = [row[0] for row in db.execute("PRAGMA quick_check").fetchall()]
+                if problems == ["ok"]:
+                    return
+        except sqlite3.DatabaseError as error:
+            raise DamagedCatalogue(f"{self.path} cannot be read: {error}") from None
+        raise DamagedCatalogue(f"{self.path} is damaged: {'; '.join(problems[:3])}")
 
     def _migrate(self) -> None:
         (version,) = self._db.execute("PRAGMA user_version").fetchone()

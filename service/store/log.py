@@ -13,8 +13,17 @@ created). A new segment starts once the last one holds ``segment_bytes``.
 Opening a log checks every frame. A crash mid-append can leave the last frames torn: a
 header cut short, a payload cut short, a last frame whose checksum fails, or bytes never
 written (zeros). Such a tail was never acknowledged (a frame is acknowledged only once
-synced), so it is cut off. Any other bad frame, anywhere else, is corruption: opening
-refuses with :class:`CorruptLog`, naming the file and the offset, and changes nothing.
+synced), so it is cut off, and the bytes cut are logged. Any other bad frame, anywhere else,
+is corruption: opening refuses with :class:`CorruptLog`, naming the file and the offset, and
+changes nothing.
+
+What was synced is recorded beside the segments, in ``synced`` (:class:`SyncRecord`: the
+first position kept, and the last synced segment's length and frame count), rewritten after
+every sync. So a torn tail can only be what was written after the last sync: a segment that
+is shorter than it was when synced, missing, or damaged within its synced bytes refuses to
+open. The record is written without a sync of its own (none on the acknowledgement's path):
+after a power loss it may say less than was synced, never more, so it can only make the
+check weaker for the last writes, never refuse a good log.
 
 The log never interprets payloads. Whole segments below a position are deleted by
 :meth:`Log.truncate_before` once nothing needs their frames.
@@ -23,12 +32,17 @@ The log never interprets payloads. Whole segments below a position are deleted b
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import struct
+import threading
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
+
+log = logging.getLogger("frontier.store")
 
 MAGIC = 0x4E4F5246  # b"FRON" read as a little-endian u32
 _HEAD = struct.Struct("<III")
@@ -37,6 +51,10 @@ HEADER_BYTES = _HEAD.size + _CHECK.size
 MAX_PAYLOAD = 1 << 30
 """The largest payload a frame may carry; a header claiming more is corrupt."""
 SEGMENT_BYTES = 64 * 1024 * 1024
+RECORD = "synced"
+"""The file beside the segments that says what was synced."""
+_RECORD = struct.Struct("<4sQQQQ")
+_RECORD_MAGIC = b"FSYN"
 
 
 class StoreError(Exception):
@@ -51,6 +69,36 @@ class CorruptLog(StoreError):
         self.path = path
         self.offset = offset
         self.why = why
+
+
+class SyncRecord(NamedTuple):
+    """What a log had synced: what every restart must find again."""
+
+    first: int
+    """The first position kept (the log was truncated below it)."""
+    segment: int
+    """The first position of the segment synced last."""
+    length: int
+    """How many bytes of that segment were synced."""
+    position: int
+    """The position of the first frame not synced (every frame before it was)."""
+
+    def encode(self) -> bytes:
+        """The record's bytes: its fields and their checksum."""
+        body = _RECORD.pack(_RECORD_MAGIC, *self)
+        return body + _CHECK.pack(zlib.crc32(body))
+
+    @staticmethod
+    def decode(data: bytes) -> SyncRecord | None:
+        """The record in ``data``, or ``None`` if it holds none (a torn write, say)."""
+        size = _RECORD.size + _CHECK.size
+        if len(data) < size:
+            return None
+        (check,) = _CHECK.unpack_from(data, _RECORD.size)
+        if zlib.crc32(data[: _RECORD.size]) != check:
+            return None
+        magic, *fields = _RECORD.unpack_from(data)
+        return SyncRecord(*fields) if magic == _RECORD_MAGIC else None
 
 
 def encode_frame(payload: bytes) -> bytes:
@@ -72,11 +120,11 @@ def _segment_name(first: int) -> str:
     return f"{first:020d}.log"
 
 
-def _scan(path: Path, data: bytes, last: bool) -> tuple[list[tuple[int, int]], int]:
-    """The frames of a segment, as (offset, length) of payloads, and where the good part ends.
+def _scan(path: Path, data: bytes, last: bool) -> tuple[list[tuple[int, int]], int, str]:
+    """The frames of a segment, where its good part ends, and why (``""``: at its end).
 
-    Raises :class:`CorruptLog` for a bad frame that cannot be a torn tail (one of the last
-    segment's that reaches its end).
+    The frames are (offset, length) of payloads. Raises :class:`CorruptLog` for a bad frame
+    that cannot be a torn tail (one of the last segment's that reaches its end).
     """
     frames: list[tuple[int, int]] = []
     offset = 0
@@ -91,9 +139,9 @@ def _scan(path: Path, data: bytes, last: bool) -> tuple[list[tuple[int, int]], i
             continue
         why, torn = bad
         if last and torn:
-            return frames, offset
+            return frames, offset, why
         raise CorruptLog(path, offset, why)
-    return frames, offset
+    return frames, offset, ""
 
 
 def _bad_frame(view: memoryview, offset: int, size: int) -> tuple[str, bool] | None:
@@ -131,20 +179,38 @@ class Log:
         self.torn_bytes = 0
         """How many bytes of a torn tail are (or were) cut off, found when opened."""
         self._torn: tuple[Path, int] | None = None
+        self.record = self._read_record()
+        """What was synced, as the record beside the segments says (``None``: no record)."""
         self._open_segments()
         if repair:
             self.repair()
         self.synced = self.next_position
         """Every frame before this position is durable (the committer moves it on)."""
         self._fd = -1
+        self._record_fd = -1
+        self._lock = threading.Lock()
+        """Guards the segment's descriptor between the loop (which rolls segments) and the
+        committer's thread (which syncs): a sync never uses a descriptor being closed."""
         self._dirty = False
         self._new_segment = False
 
     # ----------------------------------------------------------------- opening
 
+    def _read_record(self) -> SyncRecord | None:
+        path = self.directory / RECORD
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        record = SyncRecord.decode(data)
+        if record is None:
+            log.warning("%s: not a sync record: its checks are skipped this time", path)
+        return record
+
     def _open_segments(self) -> None:
         paths = sorted(self.directory.glob("*.log"))
         expected = None
+        torn_why = ""
         for index, path in enumerate(paths):
             try:
                 first = int(path.stem)
@@ -154,12 +220,38 @@ class Log:
                 raise CorruptLog(path, 0, f"the segment should start at position {expected}")
             data = path.read_bytes()
             last = index == len(paths) - 1
-            frames, good = _scan(path, data, last)
+            frames, good, why = _scan(path, data, last)
             if good < len(data):
                 self.torn_bytes = len(data) - good
                 self._torn = (path, good)
+                torn_why = why
             self._segments.append(_Segment(path, first, len(frames), good))
             expected = first + len(frames)
+        if self.record is not None:
+            self._check_synced(self.record, torn_why)
+
+    def _check_synced(self, record: SyncRecord, torn_why: str) -> None:
+        """Refuse a log that lost what its record says was synced (:class:`CorruptLog`)."""
+        first = self._segments[0].first if self._segments else self.next_position
+        if first > record.first:
+            path = self.directory / _segment_name(record.first)
+            raise CorruptLog(
+                path, 0, f"the segment is missing: frames from position {record.first} were kept"
+            )
+        if record.segment < first:
+            return  # the segment synced last was truncated away since
+        segment = next((s for s in self._segments if s.first == record.segment), None)
+        path = self.directory / _segment_name(record.segment)
+        if segment is None:
+            raise CorruptLog(
+                path, 0, f"the segment is missing: {record.length} bytes of it were synced"
+            )
+        if segment.size < record.length:
+            if self._torn is not None and self._torn[0] == segment.path:
+                why = f"{torn_why}, within the {record.length} bytes synced"
+            else:
+                why = f"the segment ends here but {record.length} bytes of it were synced"
+            raise CorruptLog(path, segment.size, why)
 
     def repair(self) -> None:
         """Cut off a torn tail found when opening (it was never acknowledged).
@@ -171,6 +263,13 @@ class Log:
             with open(path, "r+b") as file:
                 file.truncate(good)
                 os.fsync(file.fileno())
+            log.warning(
+                "%s: cut a torn tail of %d bytes at byte offset %d (written after the last "
+                "sync: never acknowledged)",
+                path,
+                self.torn_bytes,
+                good,
+            )
             self._torn = None
 
     @property
@@ -217,7 +316,7 @@ class Log:
             if segment.first + segment.frames <= start:
                 continue
             data = segment.path.read_bytes()[: segment.size]
-            frames, _ = _scan(segment.path, data, last=False)
+            frames, _, _ = _scan(segment.path, data, last=False)
             for i, (offset, length) in enumerate(frames):
                 position = segment.first + i
                 if position >= start:
@@ -254,10 +353,11 @@ class Log:
         if last is None or last.size >= self.segment_bytes:
             first = self.next_position
             path = self.directory / _segment_name(first)
-            if self._dirty and self._fd >= 0:
-                os.fdatasync(self._fd)  # the full segment's frames before it is closed
-            self._close_fd()
-            self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            with self._lock:
+                if self._dirty and self._fd >= 0:
+                    os.fdatasync(self._fd)  # the full segment's frames before it is closed
+                self._close_fd()
+                self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
             last = _Segment(path, first, 0, 0)
             self._segments.append(last)
             self._new_segment = True
@@ -266,10 +366,21 @@ class Log:
         return last
 
     def sync(self) -> None:
-        """Make every frame appended so far durable."""
-        if self._dirty and self._fd >= 0:
-            os.fdatasync(self._fd)
+        """Make every frame appended so far durable, and record what is synced.
+
+        Runs in the committer's thread while the loop may go on appending: what is recorded
+        is what was appended before the sync began.
+        """
+        last = self._segments[-1] if self._segments else None
+        synced = (0, 0, 0) if last is None else (last.first, last.size, self.next_position)
+        with self._lock:
+            fd = os.dup(self._fd) if self._dirty and self._fd >= 0 else -1
             self._dirty = False
+        if fd >= 0:
+            try:
+                os.fdatasync(fd)
+            finally:
+                os.close(fd)
         if self._new_segment:
             # The new segment's name must be durable too.
             fd = os.open(self.directory, os.O_RDONLY)
@@ -278,6 +389,23 @@ class Log:
             finally:
                 os.close(fd)
             self._new_segment = False
+        if last is not None:
+            self._write_record(*synced)
+
+    def _write_record(
+        self, segment: int, length: int, position: int, durable: bool = False
+    ) -> None:
+        """Say what is synced (the first position kept as it is now): see the docstring."""
+        with self._lock:
+            first = self._segments[0].first if self._segments else 0
+            record = SyncRecord(first, segment, length, position)
+            if self._record_fd < 0:
+                path = self.directory / RECORD
+                self._record_fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            os.pwrite(self._record_fd, record.encode(), 0)
+            if durable:
+                os.fdatasync(self._record_fd)
+            self.record = record
 
     @property
     def dirty(self) -> bool:
@@ -289,12 +417,24 @@ class Log:
 
         The last segment is kept (appends go there), whatever it holds.
         """
-        freed = 0
-        while len(self._segments) > 1 and self._segments[1].first <= position:
-            segment = self._segments.pop(0)
+        gone = 0
+        while gone + 1 < len(self._segments) and self._segments[gone + 1].first <= position:
+            gone += 1
+        if not gone:
+            return 0
+        kept, cut = self._segments[gone:], self._segments[:gone]
+        if self.record is not None:
+            # The record first, and durable: a crash between the two must not make the
+            # segments about to go look lost.
+            with self._lock:
+                self._segments = kept
+            record = self.record
+            self._write_record(record.segment, record.length, record.position, durable=True)
+        else:
+            self._segments = kept
+        for segment in cut:
             segment.path.unlink()
-            freed += segment.size
-        return freed
+        return sum(segment.size for segment in cut)
 
     def _close_fd(self) -> None:
         if self._fd >= 0:
@@ -303,4 +443,8 @@ class Log:
 
     def close(self) -> None:
         """Close the open segment (what was appended and not synced may be lost)."""
-        self._close_fd()
+        with self._lock:
+            self._close_fd()
+            if self._record_fd >= 0:
+                os.close(self._record_fd)
+                self._record_fd = -1

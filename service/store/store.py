@@ -18,9 +18,11 @@ import shutil
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Iterator
 from pathlib import Path
 
-from service.store.catalogue import Catalogue
+from service.store.catalogue import FILE as CATALOGUE
+from service.store.catalogue import Catalogue, MissingCatalogue
 from service.store.durability import Committer, Durability
 from service.store.legacy import PICKLE, decode_legacy
+from service.store.lock import DirectoryLock
 from service.store.log import SEGMENT_BYTES, Log, StoreError
 from service.store.operations import BadOperation, Checkpoint, Frame, decode, encode
 
@@ -173,19 +175,40 @@ class Store:
     ) -> None:
         self.directory = Path(directory)
         self.segment_bytes = segment_bytes
-        self._found: dict[tuple[str, int], Log] = {}
-        for path in sorted((self.directory / "inputs").glob("*/*")):
-            if path.is_dir() and path.name.isdigit():
-                self._found[(path.parent.name, int(path.name))] = Log(path, repair=False)
+        self.lock = DirectoryLock(self.directory)
+        try:
+            self._found = self._open_logs()
+            self.catalogue = Catalogue(self.directory, create=not self._found)
+        except BaseException:
+            self.lock.release()
+            raise
+        # Only now that every log and the catalogue are known good is anything changed.
+        self.lock.claim()
         for log in self._found.values():
             log.repair()
-        self.catalogue = Catalogue(self.directory)
         self.committer = Committer(durability, on_failure=on_failure)
         self.durability = durability
         self._logs: dict[str, list[Log]] = {}
         self.refusal: str | None = None
         """Why the last write was refused (a full disk, say), until one succeeds again."""
         self._refused_bytes = 0
+
+    def _open_logs(self) -> dict[tuple[str, int], Log]:
+        """Every input log, each checked (nothing changed yet); keyed (dataflow, index)."""
+        found: dict[tuple[str, int], Log] = {}
+        for path in sorted((self.directory / "inputs").glob("*/*")):
+            if path.is_dir() and path.name.isdigit():
+                found[(path.parent.name, int(path.name))] = Log(path, repair=False)
+        holding = {key: log for key, log in found.items() if log.size or log.record}
+        if holding and not (self.directory / CATALOGUE).exists():
+            dataflows = len({dataflow for dataflow, _ in holding})
+            raise MissingCatalogue(
+                f"{self.directory / CATALOGUE} is missing, but the directory holds the logs of "
+                f"{len(holding)} inputs of {dataflows} dataflows: without the catalogue they "
+                "would be taken for dropped dataflows' and deleted. Restore it, or move "
+                f"{self.directory / 'inputs'} away to start empty; nothing was changed"
+            )
+        return found
 
     def refused(self, error: OSError, size: int = 64 * 1024) -> str:
         """Note a refused write of ``size`` bytes; the reason, to tell the client."""
@@ -255,3 +278,4 @@ class Store:
             for log in logs:
                 log.close()
         self.catalogue.close()
+        self.lock.release()

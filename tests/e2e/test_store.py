@@ -17,7 +17,7 @@ import aiohttp
 import orjson
 import pytest
 
-from service.store.log import HEADER_BYTES
+from service.store.log import HEADER_BYTES, RECORD, SyncRecord
 from tests.e2e.conftest import REPO, Server, launch
 
 GRAPH = {
@@ -66,11 +66,24 @@ def frames(segment: Path) -> list[tuple[int, int]]:
     return found
 
 
+def unsynced_last(segment: Path, layout: list[tuple[int, int]]) -> None:
+    """As if the crash had come between the last push's write and its sync.
+
+    The sync record beside the segment then says only the frames before it were synced.
+    """
+    path = segment.parent / RECORD
+    record = SyncRecord.decode(path.read_bytes())
+    assert record is not None and record.position == len(layout)
+    offset, _size = layout[-1]
+    path.write_bytes(record._replace(length=offset, position=len(layout) - 1).encode())
+
+
 @pytest.mark.parametrize("cut", [1, 9, HEADER_BYTES + 1])
 async def test_a_torn_last_frame_is_dropped_and_only_it(tmp_path: Path, cut: int) -> None:
     dataflow, session, segment = await five_pushes(tmp_path)
     layout = frames(segment)
     assert len(layout) == 6  # the opening and five pushes
+    unsynced_last(segment, layout)
     os.truncate(segment, segment.stat().st_size - cut)
     server = launch(tmp_path, "--durability", "fsync")
     try:

@@ -15,10 +15,12 @@ def payloads(n: int, start: int = 0) -> list[bytes]:
 
 
 def written(directory: Path, frames: list[bytes], segment_bytes: int = 1 << 20) -> Log:
+    """A log of ``frames``, the last written after the last sync (as a crash leaves one)."""
     log = Log(directory, segment_bytes=segment_bytes)
-    for frame in frames:
+    for frame in frames[:-1]:
         log.append([frame])
     log.sync()
+    log.append(frames[-1:])
     log.close()
     return log
 
