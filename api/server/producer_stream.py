@@ -110,8 +110,10 @@ class ProducerStream:
             reader.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await reader
-            # A producer that disconnects without closing must not hold the input forever.
-            self.producer.release_session(session.id)
+            # The session outlives the socket for session_grace_seconds, so that a producer
+            # whose connection broke resumes it; then it is closed (it must not hold the
+            # input for ever).
+            self.producer.detach(session.id)
 
     async def _read(self) -> None:
         """Take frames off the socket as they arrive, counting them against the credits.
@@ -151,7 +153,11 @@ class ProducerStream:
         await self.acks.flush()
 
     async def _answer(self, data: bytes | str) -> bool:
-        """Apply one frame and owe its ack (a refusal is sent at once); whether to go on."""
+        """Apply one frame and owe its ack (a refusal is sent at once); whether to go on.
+
+        A frame sent again that was applied before (a producer resuming its session sends
+        every frame it has no ack for) is acknowledged with ``applied`` 0, not applied twice.
+        """
         raw = ("json", data if isinstance(data, bytes) else data.encode())
         frame: PlainPush | PushFrame | AdvanceFrame | CloseFrame | None
         frame = plain_push(data, frame=True)
@@ -163,7 +169,8 @@ class ProducerStream:
             if isinstance(frame, CloseFrame):
                 await self._close_session()
                 return False
-            ack = self._apply(frame, raw)
+            resent = self.producer.resent(self.session.id, frame.seq)
+            ack = self._apply(frame, raw) if resent is None else resent
         except ServiceError as error:
             return await self._refused(error)
         self.unanswered -= 1

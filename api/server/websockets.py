@@ -270,7 +270,11 @@ async def push_stream(request: web.Request) -> web.WebSocketResponse:
     )
     session = await open_or_resume(request, producer)
     limits = request.app[SETTINGS].limits
-    ws = await open_socket(request, limits.max_frame_bytes)
+    try:
+        ws = await open_socket(request, limits.max_frame_bytes)
+    except BaseException:
+        producer.detach(session.id)  # no socket after all: it can be resumed on another
+        raise
     request.app[SOCKETS].producers.add(ws)
     await ProducerStream(request, ws, producer, session, limits).serve()
     return ws

@@ -80,7 +80,9 @@ class Runner:
         else:
             self.ready = True
             self.recovery.issued()
-        if math.isfinite(self.settings.limits.staged_transaction_seconds):
+        limits = self.settings.limits
+        bounds = (limits.staged_transaction_seconds, limits.session_grace_seconds)
+        if any(math.isfinite(bound) and bound > 0 for bound in bounds):
             self._background.append(loop.create_task(self._expire_loop(), name="expiry"))
 
     async def _recover(self, stored: list[Any]) -> None:
@@ -160,20 +162,49 @@ class Runner:
     # ----------------------------------------------------------------- expiry
 
     async def _expire_loop(self) -> None:
-        """Expire staged transactions left ``staged_transaction_seconds``, all along.
+        """Expire staged transactions, and close sessions whose socket ended, all along.
 
-        Looked at every twentieth of that bound (between 50 ms and 10 s), so one expires
-        at most that late; a commit or a staging request finds a due one expired at once.
+        A transaction goes once left ``staged_transaction_seconds``, a session once its
+        socket ended ``session_grace_seconds`` ago without another resuming it. Looked at
+        every twentieth of the shorter bound (between 50 ms and 10 s), so each goes at most
+        that late; a commit or a staging request finds a due transaction expired at once.
         """
-        seconds = self.settings.limits.staged_transaction_seconds
-        interval = min(max(seconds / 20, 0.05), 10.0)
+        limits = self.settings.limits
+        bounds = [limits.staged_transaction_seconds, limits.session_grace_seconds]
+        interval = min(max(min(b for b in bounds if b > 0) / 20, 0.05), 10.0)
         while True:
             await asyncio.sleep(interval)
             if self.ready and self.running:
                 try:
                     await self.expire_transactions()
+                    await self.close_abandoned_sessions()
                 except Exception:  # a bug must not stop expiry for good: said, tried again
-                    log.exception("expiring staged transactions failed")
+                    log.exception("expiring staged transactions or sessions failed")
+
+    async def close_abandoned_sessions(self, now: float | None = None) -> int:
+        """Close every session whose socket ended ``session_grace_seconds`` ago; how many."""
+        now = wallclock.time() if now is None else now
+        closed = 0
+        for dataflow in list(self.registry.by_id.values()):
+            for producer in list(dataflow.inputs.values()):
+                try:
+                    gone = producer.close_abandoned(now)
+                    if gone:
+                        await producer.durable()
+                except ServiceError as error:  # a full disk: the next round tries again
+                    log.warning("closing sessions of %s waits: %s", dataflow.id, error)
+                    continue
+                for session in gone:
+                    log.info(
+                        "session %s of input %r of dataflow %s closed: its socket ended "
+                        "%g s ago and none resumed it (session_grace_seconds)",
+                        session,
+                        producer.name,
+                        dataflow.id,
+                        self.settings.limits.session_grace_seconds,
+                    )
+                closed += len(gone)
+        return closed
 
     async def expire_transactions(self, now: float | None = None) -> int:
         """Expire every transaction due at ``now`` (default: the wall clock); how many.

@@ -32,6 +32,10 @@ class Limits:
     subscriber_queue_bytes: int = 64 * 1024 * 1024
     """The encoded bytes of records queued for one subscriber before it is closed as slow."""
     ws_credits: int = 16
+    session_grace_seconds: float = 60.0
+    """How long a producer's session outlives its WebSocket: a producer whose connection
+    broke resumes it (``?session=``) within this time; after it the session is closed, as
+    if the producer had closed it (0: at once)."""
     idempotency_keys_kept: int = 10_000
     staged_transaction_seconds: float = 3_600.0
     """A staged transaction neither committed nor aborted this long after its last staging

@@ -1,9 +1,11 @@
 """Crash loop: a server killed with SIGKILL again and again loses nothing it acknowledged.
 
-A real server process (2 workers, a ``count_by`` dataflow, ``durability: fsync``) takes four
+A real server process (2 workers, a ``count_by`` dataflow, ``durability: fsync``) takes five
 producers at once: two pushing over HTTP, one over a WebSocket, one staging and committing
-transactions as the Spark sink does. Each retries what was not acknowledged, with the same
-sequence numbers or idempotency keys, once the server is back. The server is killed at
+transactions as the Spark sink does, and one pipelining frames over a WebSocket whose
+connection it also breaks at random moments while the server lives (it resumes its session
+and sends again every frame it has no ack for). Each retries what was not acknowledged, with
+the same sequence numbers or idempotency keys, once the server is back. The server is killed at
 seeded random moments, 20 times, and restarted on the same data directory. At the end the
 output's counts per time are exactly the expected ones (nothing lost, nothing doubled), and a
 frontier subscriber that reconnected after each restart never saw the output go backwards.
@@ -21,6 +23,9 @@ from typing import Any
 import aiohttp
 import orjson
 import pytest
+from websockets.asyncio.client import ClientConnection
+from websockets.asyncio.client import connect as ws_connect
+from websockets.exceptions import ConnectionClosed, InvalidHandshake
 
 from tests.e2e.conftest import Server, launch
 
@@ -49,7 +54,7 @@ def batch(producer: str, t: int) -> list[list[Any]]:
 
 def expected() -> dict[int, dict[str, int]]:
     counts: dict[int, Counter[str]] = {}
-    for producer in ("a", "b", "w", "s"):
+    for producer in ("a", "b", "w", "s", "p"):
         for t in range(TIMES):
             counts.setdefault(t, Counter()).update(r for _, r in batch(producer, t))
     return {t: dict(c) for t, c in counts.items()}
@@ -66,6 +71,8 @@ class Cluster:
         self.unanswered = 0
         """Requests the server went away from without answering (retried or not)."""
         self.answered = 0
+        self.breaks = 0
+        """Connections a producer broke while the server lived."""
 
     async def start(self) -> None:
         self.server = await asyncio.to_thread(
@@ -170,6 +177,49 @@ async def ws_producer(
             await asyncio.sleep(0.05)
 
 
+async def breaking_ws_producer(
+    cluster: Cluster, base: str, session: str, rng: random.Random
+) -> None:
+    """Up to 4 frames in flight, and the connection dropped at random (no close handshake).
+
+    Every frame without an ack is sent again on the resumed session: those the server had
+    applied are acknowledged with ``applied`` 0, the others applied.
+    """
+    acked = 0  # frames 1 to acked have their ack
+    while acked <= TIMES:
+        url = (await cluster.url()).replace("http", "ws", 1)
+        try:
+            async with ws_connect(f"{url}{base}/push?session={session}", max_size=None) as ws:
+                opened = orjson.loads(await ws.recv())
+                assert opened["type"] == "session", opened
+                acked = await pipeline(cluster, ws, acked, acked + rng.randint(5, 40))
+        except (*GONE, ConnectionClosed, InvalidHandshake):
+            # Also a 409 while the server has not yet seen the broken socket end.
+            await asyncio.sleep(0.05)
+
+
+async def pipeline(cluster: Cluster, ws: ClientConnection, acked: int, breaks_at: int) -> int:
+    """Send and read acks until the last frame's, or until it breaks the connection."""
+    sent = acked
+    while acked <= TIMES:
+        while sent <= TIMES and sent - acked < 4:
+            if sent < TIMES:
+                frame = {"type": "push", "seq": sent + 1, "records": batch("p", sent)}
+            else:
+                frame = {"type": "advance", "seq": TIMES + 1, "time": TIMES}
+            await ws.send(orjson.dumps(frame))
+            sent += 1
+        if acked >= breaks_at and sent > acked:
+            ws.transport.abort()  # the network's break, with frames in flight
+            cluster.breaks += 1
+            return acked
+        ack = orjson.loads(await ws.recv())
+        assert (ack["type"], ack["seq"]) == ("ack", acked + 1), ack
+        acked += 1
+        cluster.answered += 1
+    return acked
+
+
 async def transaction_producer(
     cluster: Cluster, http: aiohttp.ClientSession, base: str, session: str
 ) -> None:
@@ -239,7 +289,7 @@ async def test_twenty_kills_lose_nothing_acknowledged_and_double_nothing(
         dataflow = created["id"]
         base = f"/v1/dataflows/{dataflow}/inputs/x"
         sessions = []
-        for _ in range(4):
+        for _ in range(5):
             status, opened = await cluster.call(http, "POST", f"{base}/sessions", {})
             assert status == 201
             sessions.append(opened["session"])
@@ -250,6 +300,7 @@ async def test_twenty_kills_lose_nothing_acknowledged_and_double_nothing(
             http_producer(cluster, http, base, "b", sessions[1]),
             ws_producer(cluster, http, base, sessions[2]),
             transaction_producer(cluster, http, base, sessions[3]),
+            breaking_ws_producer(cluster, base, sessions[4], random.Random(SEED + 1)),
         )
         try:
             for _ in range(KILLS):
@@ -290,6 +341,7 @@ async def test_twenty_kills_lose_nothing_acknowledged_and_double_nothing(
     # The kills landed while producers were at work: requests went unanswered.
     assert cluster.kills == KILLS
     assert cluster.unanswered >= KILLS
+    assert cluster.breaks >= 10  # and connections broke while the server lived
     # The output's frontier never went backwards, across every restart.
     times = [t for t in seen if t is not None]
     assert times == sorted(times), seen

@@ -10,6 +10,7 @@ on the dataflow go through the input's :mod:`capabilities <service.app.inputs.ca
 
 from __future__ import annotations
 
+import time as wallclock
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import Any, TypeAlias
 
@@ -224,9 +225,21 @@ class ProducerInput:
         """Attach a producer's socket to an open session (one at a time): to resume it."""
         return self._sessions.attach(session_id)
 
-    def release_session(self, session_id: str) -> None:
-        """Close a session if it is still open (its producer went away without closing it)."""
-        self._sessions.release(session_id)
+    def detach(self, session_id: str, now: float | None = None) -> None:
+        """A producer's socket ended: its session stays open for ``session_grace_seconds``.
+
+        A socket that resumes it (:meth:`attach`) within that time goes on with it; after
+        it, :meth:`close_abandoned` closes it. ``now`` is the wall clock by default.
+        """
+        self._sessions.detach(session_id, wallclock.time() if now is None else now)
+
+    def close_abandoned(self, now: float | None = None) -> list[str]:
+        """Close the sessions whose socket ended ``session_grace_seconds`` ago; which."""
+        return self._sessions.close_abandoned(wallclock.time() if now is None else now)
+
+    def resent(self, session_id: str, seq: int) -> Ack | None:
+        """The ack of a frame sent again that was applied before (``applied`` 0), else None."""
+        return self._sessions.resent(session_id, seq)
 
     # ----------------------------------------------------------------- transactions
 

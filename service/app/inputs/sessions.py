@@ -24,13 +24,16 @@ from service.store import Advance, Batch, CloseSession, Open, Push
 class Sessions:
     """The open sessions of one input, and the sockets attached to them."""
 
-    __slots__ = ("_core", "attached", "open")
+    __slots__ = ("_core", "attached", "detached", "open")
 
     def __init__(self, core: InputCore) -> None:
         self._core = core
         self.open: dict[str, Session] = {}
         self.attached: set[str] = set()
         """Sessions a producer's socket is attached to (one socket per session)."""
+        self.detached: dict[str, float] = {}
+        """Sessions whose socket ended, and when (wall-clock seconds): each is closed once
+        ``session_grace_seconds`` pass without a socket resuming it."""
 
     def get(self, session_id: str) -> Session:
         """An open session; :class:`NotFound` if there is none, :class:`Gone` if closed."""
@@ -135,6 +138,7 @@ class Sessions:
         self._core.record(CloseSession(session_id))
         session.closed = True
         del self.open[session_id]
+        self.detached.pop(session_id, None)
         self._core.capabilities.drop(session.capability)
         self.settle()
         return self._core.ack(None, None, 0)
@@ -145,6 +149,7 @@ class Sessions:
             session.closed = True
             self._core.capabilities.drop(session.capability)
         self.open.clear()
+        self.detached.clear()
 
     def check_advance(self, session: Session, time: Hashable, pointer: str = "/time") -> None:
         """:class:`Invalid` or :class:`Conflict` unless ``session`` may advance to ``time``."""
@@ -186,14 +191,46 @@ class Sessions:
                 f"session {session_id} of input {self._core.name!r} has a socket already"
             )
         self.attached.add(session_id)
+        self.detached.pop(session_id, None)
         return session
 
-    def release(self, session_id: str) -> None:
-        """Close a session if it is still open (its producer went away without closing it)."""
+    def detach(self, session_id: str, now: float) -> None:
+        """The session's socket ended: it stays open for ``session_grace_seconds`` to resume.
+
+        With a grace of 0 it is closed at once (its producer went away without closing it).
+        """
         self.attached.discard(session_id)
         core = self._core
-        if session_id in self.open and core.times is not None and not core.dropped:
+        if session_id not in self.open or core.times is None or core.dropped:
+            return
+        if core.limits.session_grace_seconds <= 0:
             self.close_session(session_id)
+        else:
+            self.detached[session_id] = now
+
+    def close_abandoned(self, now: float) -> list[str]:
+        """Close every session whose socket ended ``session_grace_seconds`` ago; which."""
+        core = self._core
+        if core.times is None or core.dropped:
+            return []
+        due = now - core.limits.session_grace_seconds
+        gone = [s for s, at in self.detached.items() if at <= due and s in self.open]
+        for session_id in gone:
+            self.close_session(session_id)
+        self.detached = {s: at for s, at in self.detached.items() if s in self.open}
+        return gone
+
+    def resent(self, session_id: str, seq: int) -> Ack | None:
+        """The answer to a frame sent again that was applied before (``None``: it was not).
+
+        A producer resuming its session sends again every frame it has no ack for: those
+        with a sequence number up to the session's last applied one are acknowledged, saying
+        ``applied`` 0, and not applied twice.
+        """
+        session = self.get(session_id)
+        if type(seq) is not int or seq < 1 or seq > session.seq:
+            return None
+        return Ack(seq, session.time, self._core.frontier(), 0)
 
     def _repeat(self, session: Session, seq: int) -> Ack | None:
         if type(seq) is not int or seq < 1:
