@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import ipaddress
+import logging
 import os
 import ssl
 from typing import TYPE_CHECKING, Any
@@ -90,6 +92,13 @@ GC_GEN0_THRESHOLD = 50_000
     default=lambda: os.environ.get("FRONTIER_ACCESS_LOG", "control"),
     help="Log every request, control-plane requests and errors (default), or none.",
 )
+@click.option(
+    "--allow-anonymous",
+    is_flag=True,
+    default=lambda: os.environ.get("FRONTIER_ALLOW_ANONYMOUS", "").lower() in ("1", "true"),
+    help="Serve without tokens beyond loopback: anyone who reaches the server has full "
+    "access (also $FRONTIER_ALLOW_ANONYMOUS=1, or allow_anonymous: true in --config).",
+)
 @click.option("--demo", is_flag=True, help="Create a demo dataflow at startup.")
 @click.option(
     "--processes",
@@ -134,6 +143,7 @@ def serve(
     operator_modules: tuple[str, ...],
     log_format: str,
     access_log: str,
+    allow_anonymous: bool,
     demo: bool,
     processes: int,
     process: int | None,
@@ -149,6 +159,13 @@ def serve(
     # The parameters reach _settings through the context, which also says where each came from.
     settings = _settings(click.get_current_context(), config)
     _check(settings)
+    if not settings.tokens and not loopback(settings.host):
+        logging.getLogger("frontier.server").warning(
+            "anonymous access: %s:%d has no tokens, so anyone who reaches it can create, push "
+            "and drop dataflows (allow_anonymous)",
+            settings.host,
+            settings.port,
+        )
     from service.app import ClusterError, StoreError
 
     try:
@@ -191,6 +208,8 @@ def _settings(context: click.Context, config: dict[str, Any]) -> Settings:
         tls_cert=chosen("tls_cert", "FRONTIER_TLS_CERT"),
         tls_key=chosen("tls_key", "FRONTIER_TLS_KEY"),
         tokens=token_map,
+        allow_anonymous=bool(chosen("allow_anonymous", "FRONTIER_ALLOW_ANONYMOUS")),
+        allowed_hosts=tuple(config.get("allowed_hosts", ())),
         limits=Limits(**config.get("limits", {})),
         operator_modules=tuple(config.get("operator_modules", ())) + params["operator_modules"],
         cluster=_cluster(
@@ -228,6 +247,27 @@ def _check(settings: Settings) -> None:
         )
     if (settings.tls_cert is None) != (settings.tls_key is None):
         raise click.BadParameter("give both --tls-cert and --tls-key, or neither")
+    if not settings.tokens and not settings.allow_anonymous and not loopback(settings.host):
+        raise click.UsageError(
+            f"listening on {settings.host} with no token would give anyone who reaches it "
+            "full access (create, push, drop): give tokens (--token TOKEN=TENANT, "
+            "$FRONTIER_TOKENS, or tokens: in --config), or allow anonymous access explicitly "
+            "(--allow-anonymous)"
+        )
+
+
+def loopback(host: str) -> bool:
+    """Whether ``host`` is reached from this machine only (a loopback address or name).
+
+    >>> loopback("127.0.0.1"), loopback("::1"), loopback("localhost"), loopback("0.0.0.0")
+    (True, True, True, False)
+    """
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # a host name: whatever it resolves to, it may be reached from outside
 
 
 def _env_int(variable: str) -> int | None:
@@ -340,7 +380,11 @@ async def _serve(settings: Settings, demo: bool, access_log: str = "control") ->
     from api.server.logs import access_logger_class
 
     limits = settings.limits
-    connections = Connections(limits.max_connections, limits.header_timeout_seconds)
+    connections = Connections(
+        limits.max_connections,
+        limits.header_timeout_seconds,
+        limits.max_connections_per_client,
+    )
     app[CONNECTIONS] = connections
     runner = web.AppRunner(
         app,

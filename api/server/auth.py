@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import base64
 import binascii
+import ipaddress
 from collections.abc import Awaitable, Callable
 from urllib.parse import urlsplit
 
 from aiohttp import web
 
-from api.server.arrow import UnsupportedMediaType
+from api.server.arrow import ARROW_STREAM, UnsupportedMediaType
 from api.server.context import MANAGER, SETTINGS, TENANT
 from service.app import Forbidden, Settings, Unauthorized
 
@@ -76,10 +77,17 @@ requests): no request of ours takes them, so a page elsewhere cannot make one.""
 def same_site(request: web.Request) -> None:
     """Refuse what a page of another site could make a browser send here.
 
-    A body of a type browsers send cross-site without a preflight is 415 everywhere; a
-    WebSocket upgrade whose ``Origin`` is another host is 403 on a server without tokens
-    (with tokens, a page of another site has no token to offer).
+    A body without a ``Content-Type``, or of a type browsers send cross-site without a
+    preflight, is 415 everywhere; a WebSocket upgrade whose ``Origin`` is another host is
+    403 on a server without tokens (with tokens, a page of another site has no token to
+    offer).
     """
+    if request.body_exists and "Content-Type" not in request.headers:
+        raise UnsupportedMediaType(
+            f"a {request.method} body needs its Content-Type (application/json, or "
+            f"{ARROW_STREAM} where Arrow is taken): a page of another site can send one "
+            "without, unasked"
+        )
     if request.body_exists and request.content_type in CROSS_SITE_TYPES:
         raise UnsupportedMediaType(
             f"a body of type {request.content_type} is not taken (send application/json): "
@@ -98,6 +106,33 @@ def same_site(request: web.Request) -> None:
         )
 
 
+LOOPBACK_NAMES = frozenset(("localhost", "localhost.localdomain"))
+
+
+def own_host(request: web.Request) -> None:
+    """On a server without tokens, answer only requests naming this server as their Host.
+
+    A page of another site can make a browser reach a tokenless server on loopback or a
+    private network by pointing a name of its own at the server's address (DNS rebinding):
+    the ``Host`` is then that name. An address literal, a loopback name, the listen address
+    and ``allowed_hosts`` are this server's; any other name is 403.
+    """
+    settings = request.app[SETTINGS]
+    if settings.tokens:
+        return
+    host = urlsplit(f"//{request.host}").hostname or ""
+    if host in LOOPBACK_NAMES or host == settings.host or host in settings.allowed_hosts:
+        return
+    try:
+        ipaddress.ip_address(host)  # an address: no name was pointed at it
+    except ValueError:
+        raise Forbidden(
+            f"Host {host!r} is not this server's: without tokens, a server answers only its "
+            "own address, localhost and the names in allowed_hosts (a name of another site "
+            "pointed at it is DNS rebinding)"
+        ) from None
+
+
 @web.middleware
 async def auth_middleware(
     request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -107,6 +142,7 @@ async def auth_middleware(
     A WebSocket's token comes in its ``Authorization`` header or, from a browser, as a
     subprotocol (:func:`socket_bearer`).
     """
+    own_host(request)
     if request.path not in PUBLIC and not request.path.startswith(PAGE):
         same_site(request)
         header = request.headers.get("Authorization") or socket_bearer(request)

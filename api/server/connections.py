@@ -9,7 +9,8 @@ server could not accept ``/healthz``. Here every connection the listening socket
 goes through :class:`Guard`, which
 
 * answers 503 and closes a connection beyond ``max_connections`` (or beyond what the
-  process's file-descriptor limit leaves room for) at once, without parsing anything;
+  process's file-descriptor limit leaves room for), or beyond ``max_connections_per_client``
+  from one client address, at once, without parsing anything;
 * closes, with a 408, a connection whose request line and headers have not all arrived
   within ``header_timeout_seconds`` of its opening.
 
@@ -57,12 +58,25 @@ def connection_cap(most: int) -> int:
 class Connections:
     """The open connections of one listening socket, and the rules they are held to."""
 
-    __slots__ = ("busy", "header_timeout", "most", "open", "refused", "timed_out")
+    __slots__ = (
+        "busy",
+        "by_client",
+        "client_busy",
+        "header_timeout",
+        "most",
+        "most_per_client",
+        "open",
+        "refused",
+        "timed_out",
+    )
 
-    def __init__(self, most: int, header_timeout: float) -> None:
+    def __init__(self, most: int, header_timeout: float, most_per_client: int = 1 << 62) -> None:
         self.most = connection_cap(most)
+        self.most_per_client = most_per_client
         self.header_timeout = header_timeout
         self.open = 0
+        self.by_client: dict[str, int] = {}
+        """Open connections per client address."""
         self.refused = 0
         """Connections answered 503 because ``most`` were open."""
         self.timed_out = 0
@@ -72,6 +86,34 @@ class Connections:
             "Service Unavailable",
             f"the server holds its most connections ({self.most}): try again shortly",
         )
+        self.client_busy = _response(
+            503,
+            "Service Unavailable",
+            f"this client holds the most connections one client may "
+            f"({most_per_client}, max_connections_per_client): close some",
+        )
+
+    def admit(self, client: str) -> bytes | None:
+        """Count a new connection from ``client`` in; or the answer refusing it."""
+        held = self.by_client.get(client, 0)
+        if held >= self.most_per_client:
+            self.refused += 1
+            return self.client_busy
+        if self.open >= self.most:
+            self.refused += 1
+            return self.busy
+        self.open += 1
+        self.by_client[client] = held + 1
+        return None
+
+    def leave(self, client: str) -> None:
+        """Count a connection from ``client`` out."""
+        self.open -= 1
+        held = self.by_client[client] - 1
+        if held:
+            self.by_client[client] = held
+        else:
+            del self.by_client[client]
 
 
 CONNECTIONS = web.AppKey("connections", Connections)
@@ -81,7 +123,7 @@ CONNECTIONS = web.AppKey("connections", Connections)
 class Guard(asyncio.Protocol):
     """One accepted connection: aiohttp's protocol, held to :class:`Connections`' rules."""
 
-    __slots__ = ("_inner", "_rules", "_tail", "_timer", "_transport", "counted")
+    __slots__ = ("_client", "_inner", "_rules", "_tail", "_timer", "_transport", "counted")
 
     def __init__(self, inner: asyncio.Protocol, rules: Connections) -> None:
         self._inner = inner
@@ -89,19 +131,21 @@ class Guard(asyncio.Protocol):
         self._transport: asyncio.Transport | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._tail = b""
+        self._client = ""
         self.counted = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        """Refuse the connection if ``most`` are open; else start its header deadline."""
+        """Refuse the connection past the caps; else start its header deadline."""
         transport = cast(asyncio.Transport, transport)  # uvloop's are not asyncio's classes
         self._transport = transport
         rules = self._rules
-        if rules.open >= rules.most:
-            rules.refused += 1
-            transport.write(rules.busy)
+        peer = transport.get_extra_info("peername")
+        self._client = str(peer[0]) if isinstance(peer, tuple) and peer else ""
+        refusal = rules.admit(self._client)
+        if refusal is not None:
+            transport.write(refusal)
             transport.close()
             return
-        rules.open += 1
         self.counted = True
         loop = asyncio.get_running_loop()
         self._timer = loop.call_later(rules.header_timeout, self._too_slow)
@@ -157,7 +201,7 @@ class Guard(asyncio.Protocol):
             self._timer = None
         if self.counted:
             self.counted = False
-            self._rules.open -= 1
+            self._rules.leave(self._client)
             self._inner.connection_lost(exc)
 
 

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 
 _CLOSE_FOR_STATUS = {404: NOT_FOUND, 410: GONE}
 
+
 Frame: TypeAlias = "bytes | str | tuple[int, str] | None"
 """What the reader hands the handler: a frame's data, a close (code, reason), or the end."""
 
@@ -87,6 +88,9 @@ class ProducerStream:
         self.unanswered = 0
         """Frames read and not answered yet: the credits the client has used."""
         self.acks = _Acks(ws, request, producer)
+        self.refused = False
+        """Whether the producer broke the protocol (a bad frame, one too large, one without
+        credit): its session is then closed with the socket, not kept to be resumed."""
 
     async def serve(self) -> None:
         """Say the session and the credits, then answer frames until either side ends.
@@ -110,10 +114,14 @@ class ProducerStream:
             reader.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await reader
-            # The session outlives the socket for session_grace_seconds, so that a producer
-            # whose connection broke resumes it; then it is closed (it must not hold the
-            # input for ever).
-            self.producer.detach(session.id)
+            if self.refused:
+                # The producer broke the protocol: its session goes with the socket.
+                self.producer.detach(session.id, grace=False)
+            else:
+                # The connection broke (or the producer left without `close`): the session
+                # outlives the socket for session_grace_seconds, for the producer to resume
+                # it; then it is closed (it must not hold the input for ever).
+                self.producer.detach(session.id)
 
     async def _read(self) -> None:
         """Take frames off the socket as they arrive, counting them against the credits.
@@ -124,10 +132,13 @@ class ProducerStream:
         """
         try:
             async for message in self.ws:
+                if message.type is WSMsgType.ERROR:
+                    self.refused = True  # a frame over max_frame_bytes: the reader closes
                 if message.type not in (WSMsgType.TEXT, WSMsgType.BINARY):
-                    continue  # a frame over max_frame_bytes never arrives: the reader closes
+                    continue
                 self.unanswered += 1
                 if self.unanswered > self.credits:
+                    self.refused = True
                     self.frames.put_nowait((NO_CREDIT, "sent without credit: wait for acks"))
                     return
                 self.frames.put_nowait(message.data)
@@ -186,6 +197,7 @@ class ProducerStream:
             frame = ClientFrame.validate_json(data)
             strict_json(data, "the frame")
         except (ValidationError, BadRequest) as error:
+            self.refused = True
             problem = error if isinstance(error, BadRequest) else invalid_body(error)
             await self.acks.flush()
             await send_json(self.ws, _error_frame(problem))

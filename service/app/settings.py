@@ -48,15 +48,21 @@ class Limits:
     """The largest encoded size of one record."""
     max_connections: int = 10_000
     """Open client connections the server keeps; past it, new ones are closed at once."""
+    max_connections_per_client: int = 1_000
+    """Open connections one client address may hold; past it, its new ones are closed at
+    once (503), so that one client holding many sockets leaves room for the others and for
+    health probes (behind a proxy, every client has the proxy's address: raise it)."""
     header_timeout_seconds: float = 10.0
     """How long a client may take to send a request's line and headers."""
     body_timeout_seconds: float = 60.0
     """How long a client may take to send a request's body once its headers are in."""
     idle_timeout_seconds: float = 75.0
     """How long a kept-alive HTTP connection may sit between requests."""
-    tenant_requests_per_second: float = 1_000.0
+    tenant_requests_per_second: float = 5_000.0
     """Each tenant's sustained request rate (token bucket; 0 is unlimited); past it, 429 with
-    Retry-After."""
+    Retry-After. An ordinary producer must get through: pushing batches of 100 over HTTP,
+    one producer makes about 1,000-1,700 requests a second and four about 1,500-2,200
+    (``bench/producer_rate.py``), so the default is well above that."""
     tenant_request_burst: int = 0
     """The bucket's depth: requests a tenant may send at once above the rate (0: one second's
     worth)."""
@@ -84,7 +90,13 @@ class Settings:
     (``docs/durability.md``)."""
     tokens: dict[str, str] = field(default_factory=dict)
     """Bearer token -> tenant. Empty means no authentication (every request is tenant
-    ``default``)."""
+    ``default``): allowed beyond loopback only with ``allow_anonymous``."""
+    allow_anonymous: bool = False
+    """Serve without tokens on an address beyond loopback (anyone who reaches it has full
+    access): said explicitly, and warned about at every start."""
+    allowed_hosts: tuple[str, ...] = ()
+    """Host names a server without tokens answers besides its listen address and loopback
+    names (its ``Host`` header is checked: a page elsewhere cannot rebind DNS to it)."""
     limits: Limits = field(default_factory=Limits)
     operator_modules: tuple[str, ...] = ()
     """Python modules with operators of the deployer's own: each defines

@@ -450,9 +450,21 @@ def _secret_value(name: str, key: str) -> str:
     return value
 
 
-def dockerfile_launch() -> Launch:
+def docker_run_tokens() -> str:
+    """The tokens deploy/README.md's ``docker run`` gives the image (it needs some)."""
+    docker = (DEPLOY / "README.md").read_text().split("## Docker\n", 1)[1]
+    found = re.search(r"-e FRONTIER_TOKENS='([^']+)'", docker)
+    assert found, "deploy/README.md runs the image without tokens"
+    return found.group(1)
+
+
+def dockerfile_launch(tokens: bool = True) -> Launch:
+    """The image as deploy/README.md runs it: with ``FRONTIER_TOKENS`` (or, to see the
+    refusal, without)."""
     _options, command = image_healthcheck()
     env = {k: v for k, v in image_env().items() if k != "PATH"}
+    if tokens:
+        env["FRONTIER_TOKENS"] = docker_run_tokens()
     return Launch(
         "dockerfile",
         image_entrypoint() + image_command(),
@@ -718,6 +730,24 @@ def test_container_arguments_are_accepted_by_the_real_cli(name: str, tmp_path: P
     assert params["demo"] is False
 
 
+@pytest.mark.usefixtures("clean_env")
+def test_the_image_without_tokens_refuses_to_serve_beyond_loopback(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No open door (issue 22): listening on 0.0.0.0 needs tokens or --allow-anonymous."""
+    started = dockerfile_launch(tokens=False)
+    for variable, value in started.env.items():
+        monkeypatch.setenv(variable, value)
+    monkeypatch.setattr("api.server.logs.configure_logging", lambda fmt: None)
+    with pytest.raises(click.UsageError) as refused:
+        main.main(args=started.argv[3:], prog_name="frontier", standalone_mode=False)
+    assert refused.value.message == (
+        "listening on 0.0.0.0 with no token would give anyone who reaches it full access "
+        "(create, push, drop): give tokens (--token TOKEN=TENANT, $FRONTIER_TOKENS, or "
+        "tokens: in --config), or allow anonymous access explicitly (--allow-anonymous)"
+    )
+
+
 @pytest.mark.parametrize("name", LAUNCHES)
 @pytest.mark.usefixtures("clean_env")
 def test_settings_each_container_runs_with(
@@ -744,7 +774,8 @@ def test_settings_each_container_runs_with(
     assert (settings.host, settings.port, settings.workers) == ("0.0.0.0", PORT, 1)
     assert settings.data_dir == DATA
     if name == "dockerfile":
-        assert settings.tokens == {}
+        pairs = [pair.partition("=") for pair in docker_run_tokens().split(",")]
+        assert settings.tokens == {token: tenant for token, _, tenant in pairs}
         assert settings.limits == Limits()
     else:
         assert DATA in started.writable, "the data directory must be a writable volume"

@@ -364,6 +364,34 @@ async def test_connections_beyond_max_connections_are_refused_at_once(start_serv
         assert metric(text, "frontier_connections") == 1.0
 
 
+async def test_one_client_holding_many_sockets_leaves_room_for_health_probes(
+    start_server: Any,
+) -> None:
+    """A per-client cap (issue 22): the sockets one client holds stop at its share, and a
+    probe from another address (loopback's 127.0.0.2) is answered every time."""
+    limits = {"max_connections": 300, "max_connections_per_client": 100}
+    server = start_server(config={"limits": {**limits, "header_timeout_seconds": 30}})
+    opened = [await asyncio.open_connection("127.0.0.1", server.port) for _ in range(250)]
+    refused = 0
+    for reader, _writer in opened[100:]:
+        data, _took = await until_closed(reader)
+        assert answer(data)[2]["detail"] == (
+            "this client holds the most connections one client may (100, "
+            "max_connections_per_client): close some"
+        )
+        refused += 1
+    assert refused == 150
+    connector = aiohttp.TCPConnector(local_addr=("127.0.0.2", 0), force_close=True)
+    async with aiohttp.ClientSession(connector=connector) as http:
+        statuses = []
+        for _ in range(50):
+            async with http.get(f"{server.url}/healthz") as response:
+                statuses.append(response.status)
+    assert statuses == [200] * 50
+    for _, writer in opened:
+        writer.close()
+
+
 # --------------------------------------------------------------------------- tenants
 
 

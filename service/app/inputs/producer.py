@@ -225,13 +225,14 @@ class ProducerInput:
         """Attach a producer's socket to an open session (one at a time): to resume it."""
         return self._sessions.attach(session_id)
 
-    def detach(self, session_id: str, now: float | None = None) -> None:
+    def detach(self, session_id: str, now: float | None = None, grace: bool = True) -> None:
         """A producer's socket ended: its session stays open for ``session_grace_seconds``.
 
         A socket that resumes it (:meth:`attach`) within that time goes on with it; after
-        it, :meth:`close_abandoned` closes it. ``now`` is the wall clock by default.
+        it, :meth:`close_abandoned` closes it. ``now`` is the wall clock by default. Without
+        ``grace`` (the producer broke the protocol) the session is closed at once.
         """
-        self._sessions.detach(session_id, wallclock.time() if now is None else now)
+        self._sessions.detach(session_id, wallclock.time() if now is None else now, grace)
 
     def close_abandoned(self, now: float | None = None) -> list[str]:
         """Close the sessions whose socket ended ``session_grace_seconds`` ago; which."""

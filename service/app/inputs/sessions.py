@@ -194,16 +194,16 @@ class Sessions:
         self.detached.pop(session_id, None)
         return session
 
-    def detach(self, session_id: str, now: float) -> None:
+    def detach(self, session_id: str, now: float, grace: bool = True) -> None:
         """The session's socket ended: it stays open for ``session_grace_seconds`` to resume.
 
-        With a grace of 0 it is closed at once (its producer went away without closing it).
+        Without ``grace``, or with a grace of 0, it is closed at once.
         """
         self.attached.discard(session_id)
         core = self._core
         if session_id not in self.open or core.times is None or core.dropped:
             return
-        if core.limits.session_grace_seconds <= 0:
+        if not grace or core.limits.session_grace_seconds <= 0:
             self.close_session(session_id)
         else:
             self.detached[session_id] = now
