@@ -2,7 +2,7 @@
 
 from operators.graph.cel import EvaluationError, Expression, ExpressionError, compile_expression
 from operators.graph.compiler import BuiltGraph, GraphContext, Plan, RecordErrors, compile_graph
-from operators.graph.ops.node import NodeBuilder
+from operators.graph.node import NodeBuilder
 from operators.graph.registry import (
     CATALOGUE,
     OpKind,
