@@ -100,11 +100,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import orjson
 import uvloop
 
-import operators  # noqa: F401  (registers the stream-building scope)
+from operators import Worker, execute  # the public names: loads every operator
 from operators.capture import Event, FileEventReader, FileEventWriter, Messages, Progress
 from operators.capture.event import FRAME_HEADER, decode_event
 from operators.progress import MutableAntichain
-from operators.runtime import Worker, execute
 
 SECTIONS = ("C", "S")
 DEFAULT_REPEATS = {"C": 9, "S": 5}  # C's runs are short: more repeats steady its medians

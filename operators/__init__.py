@@ -27,8 +27,9 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from operators.builder import OperatorBuilder
     from operators.capability import Capability, CapabilityError, InputCapability
-    from operators.core import OperatorBuilder, OperatorCore
+    from operators.core import OperatorCore
     from operators.feedback import LoopHandle
     from operators.input import InputClosed, InputHandle
     from operators.ok_err import Err, Ok

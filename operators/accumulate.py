@@ -9,12 +9,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from operators.core import OperatorBuilder
+from operators.builder import OperatorBuilder
 from operators.held import HeldTimes
 from operators.runtime import Interest
-from operators.stream import Stream
+from operators.stream import Stream, attach
 
 
+@attach(Stream.accumulate)
 def accumulate(
     stream: Stream,
     init: Callable[[], Any],
@@ -25,6 +26,18 @@ def accumulate(
 
     Each worker folds the records it has; exchange first for one result per time.
     """
+    return _accumulate(stream, init, fold, name)
+
+
+@attach(Stream.count)
+def count(stream: Stream, name: str = "Count") -> Stream:
+    """The number of records per time (per worker), emitted when the time is complete."""
+    return _accumulate(stream, int, lambda acc, records: acc + len(records), name)
+
+
+def _accumulate(
+    stream: Stream, init: Callable[[], Any], fold: Callable[[Any, list[Any]], Any], name: str
+) -> Stream:
     builder = OperatorBuilder(stream.scope, name)
     input = builder.new_input(stream)
     output, result = builder.new_output()
@@ -43,8 +56,3 @@ def accumulate(
 
     builder.build_reactive(constructor, Interest.ALWAYS)
     return result
-
-
-def count(stream: Stream, name: str = "Count") -> Stream:
-    """The number of records per time (per worker), emitted when the time is complete."""
-    return accumulate(stream, int, lambda acc, records: acc + len(records), name)

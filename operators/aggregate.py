@@ -5,18 +5,19 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable
 from typing import Any
 
-from operators.core import OperatorBuilder
+from operators.builder import OperatorBuilder
 from operators.held import HeldTimes
 from operators.runtime import Interest
-from operators.stream import Stream
+from operators.stream import Stream, attach
 
 
+@attach(Stream.aggregate)
 def aggregate(
     stream: Stream,
     key: Callable[[Any], Hashable],
     fold: Callable[[Any, Any], Any],
     emit: Callable[[Hashable, Any], Any],
-    init: Callable[[], Any],
+    init: Callable[[], Any] = lambda: None,
     name: str = "Aggregate",
 ) -> Stream:
     """Fold records per key per time; emit ``emit(key, acc)`` for each key once complete.

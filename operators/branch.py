@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from operators.core import OperatorBuilder
-from operators.stream import Stream
+from operators.builder import OperatorBuilder
+from operators.stream import Stream, attach
 
 
+@attach(Stream.branch)
 def branch(
     stream: Stream, predicate: Callable[[Any], bool], name: str = "Branch"
 ) -> tuple[Stream, Stream]:

@@ -11,14 +11,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from operators.core import OperatorBuilder
-from operators.stream import Stream
+from operators.builder import OperatorBuilder
+from operators.stream import Stream, attach
 
 
 def _first(pair: tuple[int, Any]) -> int:
     return pair[0]
 
 
+@attach(Stream.broadcast)
 def broadcast(stream: Stream, name: str = "Broadcast") -> Stream:
     """Send every record of ``stream`` to every worker.
 

@@ -9,13 +9,56 @@ operator's consumed and produced counts.
 
 from __future__ import annotations
 
-from collections.abc import Hashable
-from typing import TYPE_CHECKING
+from collections.abc import Hashable, Sequence
+from typing import Protocol
 
-from operators.progress import ChangeBatch, less_equal, results_in
+from operators.progress import ChangeBatch, Connectivity, less_equal, results_in
 
-if TYPE_CHECKING:
-    from operators.ports import OutputPort
+
+class Operator(Protocol):
+    """What a capability needs of its operator: an :class:`~operators.core.OperatorCore`.
+
+    Its name (for errors), which inputs reach which outputs (to grant capabilities), its
+    outputs, and a way to have a change of capabilities published.
+    """
+
+    @property
+    def name(self) -> str:
+        """The operator's name."""
+        ...
+
+    @property
+    def connectivity(self) -> Connectivity:
+        """Per input, the outputs it reaches and their summaries."""
+        ...
+
+    @property
+    def output_ports(self) -> Sequence[Output]:
+        """The operator's outputs, by port number."""
+        ...
+
+    def touch(self) -> None:
+        """Note that capabilities changed outside a run: publish them soon."""
+        ...
+
+
+class Output(Protocol):
+    """What a capability needs of its output: an :class:`~operators.ports.OutputPort`."""
+
+    @property
+    def operator(self) -> Operator:
+        """The operator the output belongs to."""
+        ...
+
+    @property
+    def port(self) -> int:
+        """The output's port number."""
+        ...
+
+    @property
+    def internal(self) -> ChangeBatch[Hashable]:
+        """The output's capability changes, which the operator publishes."""
+        ...
 
 
 class CapabilityError(RuntimeError):
@@ -31,7 +74,7 @@ class Capability:
 
     __slots__ = ("__weakref__", "_internal", "_output", "_time")
 
-    def __init__(self, time: Hashable, output: OutputPort, internal: ChangeBatch[Hashable]):
+    def __init__(self, time: Hashable, output: Output, internal: ChangeBatch[Hashable]):
         self._time: Hashable | None = time
         self._output = output
         self._internal = internal
@@ -46,7 +89,7 @@ class Capability:
         return self._time
 
     @property
-    def output(self) -> OutputPort:
+    def output(self) -> Output:
         """The output port this capability is for."""
         return self._output
 
@@ -107,7 +150,7 @@ class InputCapability:
 
     __slots__ = ("_input", "_operator", "time")
 
-    def __init__(self, time: Hashable, input_port: int, operator: OperatorCore) -> None:
+    def __init__(self, time: Hashable, input_port: int, operator: Operator) -> None:
         self.time = time
         self._input = input_port
         self._operator = operator
@@ -139,7 +182,3 @@ class InputCapability:
 
     def __repr__(self) -> str:
         return f"InputCapability({self.time!r}, input={self._input})"
-
-
-if TYPE_CHECKING:
-    from operators.core import OperatorCore

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from operators.core import OperatorBuilder
-from operators.stream import Stream
+from operators.builder import OperatorBuilder
+from operators.stream import Stream, attach
 
 
 def concat(streams: list[Stream], name: str = "Concat") -> Stream:
@@ -26,3 +26,9 @@ def concat(streams: list[Stream], name: str = "Concat") -> Stream:
 
     builder.build_reactive(constructor)
     return result
+
+
+@attach(Stream.concat)
+def concat_with(stream: Stream, *others: Stream) -> Stream:
+    """The records of ``stream`` and those of ``others``, as one stream (``stream.concat``)."""
+    return concat([stream, *others])

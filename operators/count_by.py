@@ -6,12 +6,13 @@ from collections import Counter
 from collections.abc import Callable, Hashable
 from typing import Any
 
-from operators.core import OperatorBuilder
+from operators.builder import OperatorBuilder
 from operators.held import HeldTimes
 from operators.runtime import Interest
-from operators.stream import Stream
+from operators.stream import Stream, attach
 
 
+@attach(Stream.count_by)
 def count_by(
     stream: Stream, key: Callable[[Any], Hashable] | None = None, name: str = "CountBy"
 ) -> Stream:

@@ -10,13 +10,14 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable
 from typing import Any, cast
 
+from operators.builder import OperatorBuilder
 from operators.capability import Capability
-from operators.core import OperatorBuilder
 from operators.progress import check_time, less_equal
 from operators.runtime import Interest
-from operators.stream import Stream
+from operators.stream import Stream, attach
 
 
+@attach(Stream.delay)
 def delay(
     stream: Stream, fn: Callable[[Any, Hashable], Hashable | None], name: str = "Delay"
 ) -> Stream:

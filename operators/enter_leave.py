@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from operators.progress import Source, Target
 from operators.runtime import Scope
-from operators.stream import Stream
+from operators.stream import Stream, attach
 
 
+@attach(Stream.enter)
 def enter(stream: Stream, scope: Scope) -> Stream:
     """Bring ``stream`` into ``scope``, which must be nested directly in the stream's scope."""
     parent = scope.parent
@@ -23,6 +24,7 @@ def enter(stream: Stream, scope: Scope) -> Stream:
     return Stream(scope, Source(0, port), inner.input_tee(port))
 
 
+@attach(Stream.leave)
 def leave(stream: Stream) -> Stream:
     """Take ``stream`` out of its nested scope into the parent scope."""
     scope = stream.scope

@@ -6,9 +6,10 @@ from collections.abc import Callable, Hashable
 from typing import Any
 
 from operators.map import per_batch
-from operators.stream import Stream
+from operators.stream import Stream, attach
 
 
+@attach(Stream.exchange)
 def exchange(stream: Stream, key: Callable[[Any], object], name: str = "Exchange") -> Stream:
     """Send every record to worker ``stable_hash(key(record)) % peers``, unchanged."""
     return per_batch(stream, _unchanged, name, exchange=key)

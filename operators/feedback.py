@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable
 
-from operators.core import OperatorBuilder
+from operators.builder import OperatorBuilder
 from operators.ports import InputPort, OutputPort
 from operators.progress import is_identity, results_in
 from operators.runtime import Interest, Scope

@@ -12,26 +12,43 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any
 
+from operators.builder import OperatorBuilder
 from operators.capability import Capability
-from operators.core import OperatorBuilder, OperatorCore
+from operators.core import BinaryLogic, NotifyLogic, OperatorCore, UnaryLogic
 from operators.notificator import Notificator
-from operators.ports import InputPort, OutputPort
 from operators.runtime import Interest
-from operators.stream import Stream
-
-UnaryLogic = Callable[[InputPort, OutputPort], object]
-BinaryLogic = Callable[[InputPort, InputPort, OutputPort], object]
-NotifyLogic = Callable[[InputPort, OutputPort, Notificator], object]
+from operators.stream import Stream, attach
 
 
+@attach(Stream.unary)
 def unary(
     stream: Stream,
     constructor: Callable[[Capability, OperatorCore], UnaryLogic],
     name: str = "Unary",
     exchange: Callable[[Any], object] | None = None,
-    interest: Interest = Interest.NEVER,
 ) -> Stream:
     """One input, one output, user logic ``logic(input, output)``."""
+    return _unary(stream, constructor, name, exchange, Interest.NEVER)
+
+
+@attach(Stream.unary_frontier)
+def unary_frontier(
+    stream: Stream,
+    constructor: Callable[[Capability, OperatorCore], UnaryLogic],
+    name: str = "UnaryFrontier",
+    exchange: Callable[[Any], object] | None = None,
+) -> Stream:
+    """Like :func:`unary`, also scheduled whenever ``input.frontier`` changes."""
+    return _unary(stream, constructor, name, exchange, Interest.ALWAYS)
+
+
+def _unary(
+    stream: Stream,
+    constructor: Callable[[Capability, OperatorCore], UnaryLogic],
+    name: str,
+    exchange: Callable[[Any], object] | None,
+    interest: Interest,
+) -> Stream:
     builder = OperatorBuilder(stream.scope, name)
     input = builder.new_input(stream, exchange=exchange)
     output, result = builder.new_output()
@@ -44,19 +61,10 @@ def unary(
     return result
 
 
-def unary_frontier(
-    stream: Stream,
-    constructor: Callable[[Capability, OperatorCore], UnaryLogic],
-    name: str = "UnaryFrontier",
-    exchange: Callable[[Any], object] | None = None,
-) -> Stream:
-    """Like :func:`unary`, also scheduled whenever ``input.frontier`` changes."""
-    return unary(stream, constructor, name, exchange, Interest.ALWAYS)
-
-
+@attach(Stream.binary_frontier)
 def binary_frontier(
     left: Stream,
-    right: Stream,
+    other: Stream,
     constructor: Callable[[Capability, OperatorCore], BinaryLogic],
     name: str = "BinaryFrontier",
     exchange_left: Callable[[Any], object] | None = None,
@@ -65,7 +73,7 @@ def binary_frontier(
     """Two inputs, one output, ``logic(input1, input2, output)``, frontier-aware."""
     builder = OperatorBuilder(left.scope, name)
     first = builder.new_input(left, exchange=exchange_left)
-    second = builder.new_input(right, exchange=exchange_right)
+    second = builder.new_input(other, exchange=exchange_right)
     output, result = builder.new_output()
 
     def build(capabilities: list[Capability]) -> Callable[[], object]:
@@ -76,6 +84,7 @@ def binary_frontier(
     return result
 
 
+@attach(Stream.unary_notify)
 def unary_notify(
     stream: Stream,
     logic: NotifyLogic,

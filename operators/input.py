@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any
 
+from operators.builder import OperatorBuilder
 from operators.capability import Capability
-from operators.core import OperatorBuilder
 from operators.ports import OutputPort
 from operators.progress import check_time, less_equal
 from operators.runtime import Interest, Scope

@@ -13,19 +13,20 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable
 from typing import Any
 
-from operators.core import OperatorBuilder
-from operators.ports import InputPort
+from operators.builder import OperatorBuilder
+from operators.ports import InputPort, OutputPort
 from operators.progress import MutableAntichain
 from operators.runtime import Interest
-from operators.stream import Stream
+from operators.stream import Stream, attach
 
 _Stash = dict[Hashable, dict[Hashable, list[Any]]]
 """Per time, per key, the records one side has delivered so far."""
 
 
+@attach(Stream.join)
 def join(
     left: Stream,
-    right: Stream,
+    other: Stream,
     key_left: Callable[[Any], Hashable],
     key_right: Callable[[Any], Hashable],
     name: str = "Join",
@@ -34,7 +35,7 @@ def join(
 
     Args:
         left: The left input.
-        right: The right input (same scope).
+        other: The right input (same scope).
         key_left: The join key of a left record (used to route it, too: an ``int``, ``str``,
             ``bytes``, ``float``, ``bool``, ``None`` or a tuple of these).
         key_right: The join key of a right record.
@@ -47,54 +48,59 @@ def join(
     """
     builder = OperatorBuilder(left.scope, name)
     first = builder.new_input(left, exchange=lambda r: key_left(r))
-    second = builder.new_input(right, exchange=lambda r: key_right(r))
+    second = builder.new_input(other, exchange=lambda r: key_right(r))
     output, result = builder.new_output()
 
     def constructor() -> Callable[[], None]:
         left_stash: _Stash = {}
         right_stash: _Stash = {}
 
-        def take(
-            port: InputPort,
-            key: Callable[[Any], Hashable],
-            mine: _Stash,
-            theirs: _Stash,
-            is_left: bool,
-        ) -> None:
-            for time, records in port.batches():
-                partners = theirs.get(time)
-                stash = mine.get(time)
-                if stash is None:
-                    stash = mine[time] = {}
-                pairs: list[tuple[Any, Any]] = []
-                for record in records:
-                    k = key(record)
-                    if partners is not None:
-                        matches = partners.get(k)
-                        if matches:
-                            if is_left:
-                                pairs.extend((record, other) for other in matches)
-                            else:
-                                pairs.extend((other, record) for other in matches)
-                    bucket = stash.get(k)
-                    if bucket is None:
-                        stash[k] = [record]
-                    else:
-                        bucket.append(record)
-                output.forward(time, pairs, port.port)
-
-        def prune(stash: _Stash, other_frontier: MutableAntichain[Hashable]) -> None:
-            if stash:
-                for time in [t for t in stash if not other_frontier.less_equal(t)]:
-                    del stash[time]
-
         def logic() -> None:
-            take(first, key_left, left_stash, right_stash, True)
-            take(second, key_right, right_stash, left_stash, False)
-            prune(left_stash, second.frontier)
-            prune(right_stash, first.frontier)
+            _take(first, key_left, left_stash, right_stash, True, output)
+            _take(second, key_right, right_stash, left_stash, False, output)
+            _prune(left_stash, second.frontier)
+            _prune(right_stash, first.frontier)
 
         return logic
 
     builder.build_reactive(constructor, Interest.ALWAYS)
     return result
+
+
+def _take(
+    port: InputPort,
+    key: Callable[[Any], Hashable],
+    mine: _Stash,
+    theirs: _Stash,
+    is_left: bool,
+    output: OutputPort,
+) -> None:
+    """Match each arrived batch of one side against the other's, then stash it."""
+    for time, records in port.batches():
+        partners = theirs.get(time)
+        stash = mine.get(time)
+        if stash is None:
+            stash = mine[time] = {}
+        pairs: list[tuple[Any, Any]] = []
+        for record in records:
+            k = key(record)
+            if partners is not None:
+                matches = partners.get(k)
+                if matches:
+                    if is_left:
+                        pairs.extend((record, other) for other in matches)
+                    else:
+                        pairs.extend((other, record) for other in matches)
+            bucket = stash.get(k)
+            if bucket is None:
+                stash[k] = [record]
+            else:
+                bucket.append(record)
+        output.forward(time, pairs, port.port)
+
+
+def _prune(stash: _Stash, other_frontier: MutableAntichain[Hashable]) -> None:
+    """Forget the times of one side that the other side's frontier has passed."""
+    if stash:
+        for time in [t for t in stash if not other_frontier.less_equal(t)]:
+            del stash[time]

@@ -11,8 +11,8 @@ from collections.abc import Callable, Hashable
 from time import perf_counter
 from typing import Any
 
-from operators.core import OperatorBuilder
-from operators.stream import Stream
+from operators.builder import OperatorBuilder
+from operators.stream import Stream, attach
 
 
 def per_batch(
@@ -120,11 +120,13 @@ def sliced(
     return out, done
 
 
+@attach(Stream.map)
 def map_stream(stream: Stream, fn: Callable[[Any], Any], name: str = "Map") -> Stream:
     """Apply ``fn`` to every record; ``map`` runs the loop in C, so ``fn`` is the only call."""
     return per_batch(stream, lambda _time, records: list(map(fn, records)), name)
 
 
+@attach(Stream.evaluate)
 def evaluate_batches(
     stream: Stream, fn: Callable[[list[Any]], list[Any]], name: str = "Evaluate"
 ) -> Stream:
@@ -137,6 +139,7 @@ def evaluate_batches(
     return per_batch(stream, lambda _time, records: fn(records), name, sliceable=True)
 
 
+@attach(Stream.map_batches)
 def map_batches(
     stream: Stream, fn: Callable[[list[Any]], list[Any]], name: str = "MapBatches"
 ) -> Stream:

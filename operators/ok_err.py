@@ -11,8 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from operators.core import OperatorBuilder
-from operators.stream import Stream
+from operators.builder import OperatorBuilder
+from operators.stream import Stream, attach
 
 T = TypeVar("T")
 E = TypeVar("E")
@@ -40,6 +40,7 @@ class Err(Generic[E]):
     error: E
 
 
+@attach(Stream.ok_err)
 def ok_err(
     stream: Stream, fn: Callable[[Any], Ok[Any] | Err[Any]], name: str = "OkErr"
 ) -> tuple[Stream, Stream]:

@@ -8,15 +8,29 @@ capability for it, counts them as produced, and gives them to every edge leaving
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Hashable, Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Hashable, Iterator, Sequence
+from typing import Any, Protocol
 
-from operators.capability import Capability, CapabilityError, InputCapability
+from operators.capability import Capability, CapabilityError, InputCapability, Operator
 from operators.progress import ChangeBatch, MutableAntichain
 from operators.runtime import Tee
 
-if TYPE_CHECKING:
-    from operators.core import OperatorCore
+
+class PortOperator(Operator, Protocol):
+    """What a port needs of its operator: an :class:`~operators.core.OperatorCore`.
+
+    What its capabilities need, and also: which inputs reach which outputs unchanged (to
+    forward batches at their own time), and a way to be scheduled again.
+    """
+
+    @property
+    def identity_paths(self) -> Sequence[set[int]]:
+        """Per input, the outputs it reaches with the identity summary."""
+        ...
+
+    def activate_later(self) -> None:
+        """Ask to be scheduled again once the event loop has run what else is ready."""
+        ...
 
 
 class InputPort:
@@ -24,7 +38,7 @@ class InputPort:
 
     __slots__ = ("consumed", "frontier", "frontier_changes", "operator", "port", "queue")
 
-    def __init__(self, operator: OperatorCore, port: int) -> None:
+    def __init__(self, operator: PortOperator, port: int) -> None:
         self.operator = operator
         self.port = port
         self.queue: deque[tuple[Hashable, list[Any]]] = deque()
@@ -98,7 +112,7 @@ class OutputPort:
         "tee",
     )
 
-    def __init__(self, operator: OperatorCore, port: int, tee: Tee) -> None:
+    def __init__(self, operator: PortOperator, port: int, tee: Tee) -> None:
         self.operator = operator
         self.port = port
         self.tee = tee

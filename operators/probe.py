@@ -1,4 +1,4 @@
-"""``probe``: a handle that tells which times may still appear on a stream."""
+"""Probes: handles that tell which times may still appear on a stream (``stream.probe()``)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,6 @@ from collections.abc import AsyncIterator, Hashable
 
 from operators.progress import Antichain, MutableAntichain
 from operators.runtime import Worker
-from operators.stream import Stream
 
 
 class ProbeHandle:
@@ -54,16 +53,3 @@ class ProbeHandle:
                 if current.is_empty():
                     return
             await self._worker.step()
-
-
-def probe(stream: Stream) -> ProbeHandle:
-    """A handle on the frontier of ``stream``: the times that may still appear on it.
-
-    A probe adds no operator: its scope keeps the handle's frontier equal to the frontier
-    at the stream's output port. A time has passed there once the operator producing the
-    stream can no longer send at it, which means every record at that time has been
-    handled by that operator and everything upstream of it.
-    """
-    frontier: MutableAntichain[Hashable] = MutableAntichain()
-    stream.scope.builder.watch(stream.source, frontier)
-    return ProbeHandle(frontier, stream.scope.worker)

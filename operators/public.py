@@ -6,8 +6,10 @@ Importing it loads the engine (the runtime, asyncio, uvloop) and every operator,
 progress core (``operators.progress``) alone stays pure.
 """
 
+import operators.catalogue  # noqa: F401 - attaches every operator's Stream methods
+from operators.builder import OperatorBuilder
 from operators.capability import Capability, CapabilityError, InputCapability
-from operators.core import OperatorBuilder, OperatorCore
+from operators.core import OperatorCore
 from operators.feedback import LoopHandle
 from operators.input import InputClosed, InputHandle
 from operators.ok_err import Err, Ok

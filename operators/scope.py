@@ -1,13 +1,21 @@
-"""The scope users build dataflows in: the engine's scope plus stream-building methods."""
+"""The scope users build dataflows in: the engine's scope plus stream-building methods.
+
+Unlike :class:`~operators.stream.Stream`'s operator methods, these are plain methods of a
+subclass, which the runtime hands out once it is registered (``register_scope_type``): only
+this layer and those above it know this scope, so it imports what its methods call, and no
+import points back at it. The streams it starts have every method of the catalogue:
+importing this module loads it.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 
+import operators.catalogue  # noqa: F401 - attaches the methods of the streams it starts
 from operators.capture.pushers import EventReader
-from operators.capture.replay import replay_into
 from operators.feedback import LoopHandle, feedback
 from operators.input import InputHandle, new_input
+from operators.replay_into import replay_into
 from operators.runtime import Scope as EngineScope
 from operators.runtime import register_scope_type
 from operators.stream import Stream

@@ -1,23 +1,58 @@
 """Streams: the fluent, typed handle on an operator output within one scope.
 
-Each method adds one operator (defined in its own module of this package) and returns the
-stream(s) it produces.
+:class:`Stream` itself only knows where its records come from (its scope, the output port and
+the tee that fans them out), how to close a loop, and how to be probed. Its other methods are
+the catalogue's operators. Each is *declared* here, so the type checker and the reader see
+every method with its signature and docstring, and *attached* by the module that defines the
+operator, as timely's extension traits add methods to its ``Stream``::
+
+    @attach(Stream.map)
+    def map_stream(stream: Stream, fn: Callable[[Any], Any], name: str = "Map") -> Stream:
+        ...
+
+``attach`` installs the function itself as the method (no call in between), and its types
+make the type checker hold the function to the declaration. Only the operator modules import
+this one, never the reverse, so there is no import cycle. Importing :mod:`operators` (any
+public name) imports every operator module (:mod:`operators.catalogue`): until then a
+declared method raises :class:`NotImplementedError`, and :func:`unattached` lists it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, TypeVar
 
-from operators.progress import Source
+from operators.probe import ProbeHandle
+from operators.progress import MutableAntichain, Source
 from operators.runtime import Scope, Tee
 
 if TYPE_CHECKING:
     from operators.capability import Capability
     from operators.capture.pushers import EventPusher
-    from operators.core import OperatorCore
-    from operators.generic import BinaryLogic, NotifyLogic, UnaryLogic
-    from operators.probe import ProbeHandle
+    from operators.core import BinaryLogic, NotifyLogic, OperatorCore, UnaryLogic
+
+P = ParamSpec("P")
+R = TypeVar("R")
+F = TypeVar("F", bound=Callable[..., Any])
+
+_DECLARED: dict[str, Callable[..., Any]] = {}
+"""The declared operator methods by name, as declared (before their modules attach them)."""
+
+_UNATTACHED = "the module of this operator is not imported yet: import operators to load them all"
+
+
+def _declared(method: F) -> F:
+    """Declare ``method`` as an operator's method, which the operator's module attaches."""
+    _DECLARED[method.__name__] = method
+    return method
+
+
+class LoopEnd(Protocol):
+    """What :meth:`Stream.connect_loop` needs of a :class:`~operators.feedback.LoopHandle`."""
+
+    def connect(self, stream: Stream) -> None:
+        """Feed ``stream`` into the loop."""
+        ...
 
 
 class Stream:
@@ -30,90 +65,99 @@ class Stream:
         self.source = source
         self.tee = tee
 
+    def connect_loop(self, handle: LoopEnd) -> None:
+        """Feed this stream into the feedback ``handle`` made by ``scope.feedback``."""
+        handle.connect(self)
+
+    def probe(self) -> ProbeHandle:
+        """Watch this stream's frontier: which times may still appear on it.
+
+        A probe adds no operator: its scope keeps the handle's frontier equal to the frontier
+        at the stream's output port. A time has passed there once the operator producing the
+        stream can no longer send at it, which means every record at that time has been
+        handled by that operator and everything upstream of it.
+        """
+        frontier: MutableAntichain[Hashable] = MutableAntichain()
+        self.scope.builder.watch(self.source, frontier)
+        return ProbeHandle(frontier, self.scope.worker)
+
+    def __repr__(self) -> str:
+        return f"Stream({self.source!r})"
+
+    # The catalogue: declared here, attached by each operator's module (see ``attach``).
+    # A body only runs while its module is not imported.
+
+    @_declared
     def map(self, fn: Callable[[Any], Any]) -> Stream:
         """Apply ``fn`` to every record."""
-        from operators.map import map_stream
+        raise NotImplementedError(_UNATTACHED)
 
-        return map_stream(self, fn)
-
+    @_declared
     def map_batches(self, fn: Callable[[list[Any]], list[Any]]) -> Stream:
         """Replace every batch of records by ``fn(batch)`` (one call per batch)."""
-        from operators.map import map_batches
+        raise NotImplementedError(_UNATTACHED)
 
-        return map_batches(self, fn)
-
+    @_declared
     def evaluate(self, fn: Callable[[list[Any]], list[Any]]) -> Stream:
         """Like :meth:`map_batches` for a function of each record: a slow one is sliced."""
-        from operators.map import evaluate_batches
+        raise NotImplementedError(_UNATTACHED)
 
-        return evaluate_batches(self, fn)
-
+    @_declared
     def flat_map(self, fn: Callable[[Any], Any]) -> Stream:
         """Replace every record by the records of the iterable ``fn(record)``."""
-        from operators.flat_map import flat_map
+        raise NotImplementedError(_UNATTACHED)
 
-        return flat_map(self, fn)
-
+    @_declared
     def filter(self, predicate: Callable[[Any], bool]) -> Stream:
         """Keep the records for which ``predicate`` is true."""
-        from operators.filter import filter_stream
+        raise NotImplementedError(_UNATTACHED)
 
-        return filter_stream(self, predicate)
-
+    @_declared
     def inspect(self, fn: Callable[[Any], object]) -> Stream:
         """Call ``fn(record)`` on every record and pass the stream on unchanged."""
-        from operators.inspect import inspect
+        raise NotImplementedError(_UNATTACHED)
 
-        return inspect(self, fn)
-
+    @_declared
     def inspect_batch(self, fn: Callable[[Hashable, list[Any]], object]) -> Stream:
         """Call ``fn(time, records)`` on every batch and pass the stream on unchanged."""
-        from operators.inspect import inspect_batch
+        raise NotImplementedError(_UNATTACHED)
 
-        return inspect_batch(self, fn)
-
+    @_declared
     def exchange(self, key: Callable[[Any], object]) -> Stream:
         """Send every record to worker ``stable_hash(key(record)) % peers``."""
-        from operators.exchange import exchange
+        raise NotImplementedError(_UNATTACHED)
 
-        return exchange(self, key)
-
+    @_declared
     def concat(self, *others: Stream) -> Stream:
         """This stream's records and those of ``others`` (same scope), as one stream."""
-        from operators.concat import concat
+        raise NotImplementedError(_UNATTACHED)
 
-        return concat([self, *others])
-
+    @_declared
     def broadcast(self) -> Stream:
         """Every record to every worker."""
-        from operators.broadcast import broadcast
+        raise NotImplementedError(_UNATTACHED)
 
-        return broadcast(self)
-
+    @_declared
     def partition(self, parts: int, fn: Callable[[Any], tuple[int, Any]]) -> list[Stream]:
         """Split into ``parts`` streams: ``fn(record)`` gives ``(part, value)``."""
-        from operators.partition import partition
+        raise NotImplementedError(_UNATTACHED)
 
-        return partition(self, parts, fn)
-
+    @_declared
     def branch(self, predicate: Callable[[Any], bool]) -> tuple[Stream, Stream]:
         """Split by ``predicate``: ``(records where false, records where true)``."""
-        from operators.branch import branch
+        raise NotImplementedError(_UNATTACHED)
 
-        return branch(self, predicate)
-
+    @_declared
     def ok_err(self, fn: Callable[[Any], Any]) -> tuple[Stream, Stream]:
         """Split by ``fn(record)``, an ``Ok(value)`` or an ``Err(error)``: ``(oks, errs)``."""
-        from operators.ok_err import ok_err
+        raise NotImplementedError(_UNATTACHED)
 
-        return ok_err(self, fn)
-
+    @_declared
     def delay(self, fn: Callable[[Any, Hashable], Hashable | None]) -> Stream:
         """Move each record to the later time ``fn(record, time)``, sent once that is complete."""
-        from operators.delay import delay
+        raise NotImplementedError(_UNATTACHED)
 
-        return delay(self, fn)
-
+    @_declared
     def join(
         self,
         other: Stream,
@@ -121,59 +165,42 @@ class Stream:
         key_right: Callable[[Any], Hashable],
     ) -> Stream:
         """Pairs ``(left, right)`` with equal keys at the same time (an equijoin per time)."""
-        from operators.join import join
+        raise NotImplementedError(_UNATTACHED)
 
-        return join(self, other, key_left, key_right)
-
+    @_declared
     def capture_into(self, pusher: EventPusher) -> None:
         """Record this stream's batches and frontier changes as events into ``pusher``."""
-        from operators.capture.capture import capture_into
+        raise NotImplementedError(_UNATTACHED)
 
-        capture_into(self, pusher)
-
-    def probe(self) -> ProbeHandle:
-        """Watch this stream's frontier: which times may still appear on it."""
-        from operators.probe import probe
-
-        return probe(self)
-
+    @_declared
     def enter(self, scope: Scope) -> Stream:
         """Bring this stream into ``scope``, a scope nested directly in this one."""
-        from operators.enter_leave import enter
+        raise NotImplementedError(_UNATTACHED)
 
-        return enter(self, scope)
-
+    @_declared
     def leave(self) -> Stream:
         """Take this stream out of its nested scope into the parent scope."""
-        from operators.enter_leave import leave
+        raise NotImplementedError(_UNATTACHED)
 
-        return leave(self)
-
-    def connect_loop(self, handle: Any) -> None:
-        """Feed this stream into the feedback ``handle`` made by ``scope.feedback``."""
-        handle.connect(self)
-
+    @_declared
     def count(self) -> Stream:
         """The number of records at each time, emitted once the time is complete."""
-        from operators.accumulate import count
+        raise NotImplementedError(_UNATTACHED)
 
-        return count(self)
-
+    @_declared
     def count_by(self, key: Callable[[Any], Hashable] | None = None) -> Stream:
         """``(key, n)`` per key per time, emitted once the time is complete.
 
         With no ``key``, the records are the keys.
         """
-        from operators.count_by import count_by
+        raise NotImplementedError(_UNATTACHED)
 
-        return count_by(self, key)
-
+    @_declared
     def accumulate(self, init: Callable[[], Any], fold: Callable[[Any, list[Any]], Any]) -> Stream:
         """Fold each time's batches into one value, emitted once the time is complete."""
-        from operators.accumulate import accumulate
+        raise NotImplementedError(_UNATTACHED)
 
-        return accumulate(self, init, fold)
-
+    @_declared
     def aggregate(
         self,
         key: Callable[[Any], Hashable],
@@ -182,10 +209,9 @@ class Stream:
         init: Callable[[], Any] = lambda: None,
     ) -> Stream:
         """Fold records per key per time; emit ``emit(key, acc)`` once the time is complete."""
-        from operators.aggregate import aggregate
+        raise NotImplementedError(_UNATTACHED)
 
-        return aggregate(self, key, fold, emit, init)
-
+    @_declared
     def unary(
         self,
         constructor: Callable[[Capability, OperatorCore], UnaryLogic],
@@ -193,10 +219,9 @@ class Stream:
         exchange: Callable[[Any], object] | None = None,
     ) -> Stream:
         """A custom operator: ``constructor(capability, info)`` returns ``logic(input, output)``."""
-        from operators.generic import unary
+        raise NotImplementedError(_UNATTACHED)
 
-        return unary(self, constructor, name, exchange)
-
+    @_declared
     def unary_frontier(
         self,
         constructor: Callable[[Capability, OperatorCore], UnaryLogic],
@@ -204,10 +229,9 @@ class Stream:
         exchange: Callable[[Any], object] | None = None,
     ) -> Stream:
         """Like :meth:`unary`, and also scheduled when the input frontier changes."""
-        from operators.generic import unary_frontier
+        raise NotImplementedError(_UNATTACHED)
 
-        return unary_frontier(self, constructor, name, exchange)
-
+    @_declared
     def binary_frontier(
         self,
         other: Stream,
@@ -217,10 +241,9 @@ class Stream:
         exchange_right: Callable[[Any], object] | None = None,
     ) -> Stream:
         """A custom two-input operator; ``logic(input1, input2, output)``."""
-        from operators.generic import binary_frontier
+        raise NotImplementedError(_UNATTACHED)
 
-        return binary_frontier(self, other, constructor, name, exchange_left, exchange_right)
-
+    @_declared
     def unary_notify(
         self,
         logic: NotifyLogic,
@@ -229,9 +252,41 @@ class Stream:
         notify: Iterable[Hashable] = (),
     ) -> Stream:
         """A custom operator with a notificator: ``logic(input, output, notificator)``."""
-        from operators.generic import unary_notify
+        raise NotImplementedError(_UNATTACHED)
 
-        return unary_notify(self, logic, name, exchange, notify)
 
-    def __repr__(self) -> str:
-        return f"Stream({self.source!r})"
+def attach(
+    declaration: Callable[Concatenate[Stream, P], R],
+) -> Callable[[Callable[Concatenate[Stream, P], R]], Callable[Concatenate[Stream, P], R]]:
+    """Install the decorated function as the :class:`Stream` method ``declaration`` declares.
+
+    The function takes the stream first (under any name), then the declared parameters with
+    their names, and returns what the method declares. It may take more parameters after
+    those, with defaults (an operator's ``name``), but the type checker sees the decorated
+    function as the method declares it: code that passes them calls a function of its own.
+
+    Raises:
+        TypeError: ``declaration`` is not a declared method of :class:`Stream`, or it was
+            attached already.
+    """
+    name = declaration.__name__
+    if _DECLARED.get(name) is not declaration:
+        raise TypeError(f"Stream.{name} is not a declared operator method")
+    if vars(Stream)[name] is not declaration:
+        raise TypeError(f"Stream.{name} is attached already")
+
+    def install(
+        function: Callable[Concatenate[Stream, P], R],
+    ) -> Callable[Concatenate[Stream, P], R]:
+        setattr(Stream, name, function)
+        return function
+
+    return install
+
+
+def unattached() -> list[str]:
+    """The declared operator methods that no module has attached yet, by name.
+
+    Empty once :mod:`operators` is loaded (any of its public names).
+    """
+    return sorted(name for name, method in _DECLARED.items() if vars(Stream)[name] is method)

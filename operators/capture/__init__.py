@@ -1,11 +1,12 @@
-"""Capture and replay: a stream as a history of events, and back (seed 002).
+"""Captured streams: a stream as a history of events, and where those events go (seed 002).
 
-``stream.capture_into(pusher)`` records a stream; ``replay_into(scope, readers)`` replays any
-number of captured streams as one. Events are documented in :mod:`operators.capture.event`
-and in ``docs/events.md``.
+``stream.capture_into(pusher)`` records a stream (:mod:`operators.capture_into`);
+``scope.replay_into(readers)`` replays any number of captured streams as one
+(:mod:`operators.replay_into`). This package holds what both operators and the service share,
+with no dataflow in it: the events (documented in :mod:`operators.capture.event` and in
+``docs/events.md``), their encoding, and the pushers and readers that carry them.
 """
 
-from operators.capture.capture import capture_into
 from operators.capture.event import (
     Event,
     EventFormatError,
@@ -26,7 +27,6 @@ from operators.capture.pushers import (
     StreamEventReader,
     StreamEventWriter,
 )
-from operators.capture.replay import replay_into
 
 __all__ = [
     "CorruptEventLog",
@@ -42,9 +42,7 @@ __all__ = [
     "Progress",
     "StreamEventReader",
     "StreamEventWriter",
-    "capture_into",
     "decode_event",
     "encode_event",
     "frame",
-    "replay_into",
 ]

@@ -25,7 +25,7 @@ from typing import Any
 
 import operators.graph.ops  # noqa: F401 - registers the built-in operators
 from operators.graph.cel import MAX_RECORD_BYTES, Expression, ExpressionError, compile_expression
-from operators.graph.ops.node import GraphContext, NodeBuilder, RecordErrors
+from operators.graph.node import GraphContext, NodeBuilder, RecordErrors
 from operators.graph.registry import (
     CATALOGUE,
     Connect,

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 if TYPE_CHECKING:
-    from operators.graph.ops.node import NodeBuilder
+    from operators.graph.node import NodeBuilder
     from operators.stream import Stream
 
 ParamKind = Literal["expr", "int", "choice", "json"]

@@ -199,7 +199,9 @@ class MutableAntichain(Generic[T]):
         """Apply one update; return the frontier changes it causes (often none).
 
         This is the hot path of the tracker, hence the case analysis instead of a rebuild,
-        and a separate branch for integer times, whose frontier has at most one element.
+        and a branch of its own for integer times, whose frontier has at most one element:
+        all of it is here, as a call costs as much as one of its cases (see
+        :meth:`_update_partial` for the other times).
         """
         if not diff:
             return ()
@@ -209,41 +211,46 @@ class MutableAntichain(Generic[T]):
             counts[time] = count
         else:
             del counts[time]
+        if type(time) is not int:
+            return self._update_partial(time, diff, count)
+        # The frontier list is updated in place: no allocation per change.
         frontier = self._frontier
-        if type(time) is int:
-            # The frontier list is updated in place: no allocation per change.
-            if diff > 0:
-                if count <= 0:
-                    return ()
-                if count <= diff:  # newly positive: the sorted times above may miss it
-                    self._ahead = None
-                if not frontier:
-                    frontier.append(time)
-                    return [(time, 1)]
-                least = frontier[0]
-                if least <= time:  # type: ignore[operator]
-                    return ()
-                frontier[0] = time
-                return [(time, 1), (least, -1)]
-            if count > 0 or not frontier or frontier[0] != time:
+        if diff > 0:
+            if count <= 0:
                 return ()
-            ahead = self._ahead
-            if ahead is not None:
-                while ahead:
-                    least = ahead.pop()
-                    if counts.get(least, 0) > 0:
-                        frontier[0] = least
-                        return [(time, -1), (least, 1)]
-            positive = [t for t, c in counts.items() if c > 0]
-            if not positive:
-                frontier.clear()
+            if count <= diff:  # newly positive: the sorted times above may miss it
                 self._ahead = None
-                return [(time, -1)]
-            cast("list[Any]", positive).sort(reverse=True)
-            least = positive.pop()
-            self._ahead = positive
-            frontier[0] = least
-            return [(time, -1), (least, 1)]
+            if not frontier:
+                frontier.append(time)
+                return [(time, 1)]
+            least = frontier[0]
+            if least <= time:  # type: ignore[operator]
+                return ()
+            frontier[0] = time
+            return [(time, 1), (least, -1)]
+        if count > 0 or not frontier or frontier[0] != time:
+            return ()
+        ahead = self._ahead
+        if ahead is not None:
+            while ahead:
+                least = ahead.pop()
+                if counts.get(least, 0) > 0:
+                    frontier[0] = least
+                    return [(time, -1), (least, 1)]
+        positive = [t for t, c in counts.items() if c > 0]
+        if not positive:
+            frontier.clear()
+            self._ahead = None
+            return [(time, -1)]
+        cast("list[Any]", positive).sort(reverse=True)
+        least = positive.pop()
+        self._ahead = positive
+        frontier[0] = least
+        return [(time, -1), (least, 1)]
+
+    def _update_partial(self, time: T, diff: int, count: int) -> Sequence[tuple[T, int]]:
+        """:meth:`update` for partially ordered times, once ``time``'s count is ``count``."""
+        frontier = self._frontier
         if diff > 0:
             if time in frontier:
                 return ()

@@ -348,6 +348,39 @@ def strongly_connected(successors: Mapping[Location, list[Location]]) -> dict[Lo
     return component
 
 
+def _summaries_to(
+    start: int,
+    identity: Hashable,
+    minimum: Hashable,
+    admits: Callable[[Hashable], bool],
+    predecessors: list[list[tuple[int, tuple[Hashable, ...] | None]]],
+) -> tuple[dict[int, Antichain[Hashable]], dict[tuple[int, Hashable], tuple[int, Hashable]]]:
+    """Every minimal summary from each location to ``start`` that can still be admitted.
+
+    Breadth first, backwards from ``start``; returns the summaries per location index, and
+    for each ``(location, summary)`` the next location (and its summary) of one path with
+    that summary, from which :meth:`Tracker._path` rebuilds the path.
+    """
+    found: dict[int, Antichain[Hashable]] = {start: Antichain([identity])}
+    toward: dict[tuple[int, Hashable], tuple[int, Hashable]] = {}
+    pending: deque[tuple[int, Hashable]] = deque([(start, identity)])
+    while pending:
+        here, summary = pending.popleft()
+        for before, steps in predecessors[here]:
+            for step in (identity,) if steps is None else steps:
+                combined = summary if steps is None else followed_by(step, summary)
+                if combined is None:
+                    continue
+                least = results_in(combined, minimum)
+                if least is None or not admits(least):
+                    continue
+                if not found.setdefault(before, Antichain()).insert(combined):
+                    continue
+                toward.setdefault((before, combined), (here, summary))
+                pending.append((before, combined))
+    return found, toward
+
+
 class Tracker:
     """Maintains the frontier at every location of one scope as pointstamp counts change.
 
@@ -448,12 +481,6 @@ class Tracker:
         if not pending:
             return
         self._pending = {}
-        pointstamps = self._pointstamps
-        output_summaries = self._output_summaries
-        outputs = self._outputs
-        implications = self._implications
-        successors = self._successors
-        pushed = self._pushed
         # The worklist is ordered by time, then by location index (construction order, so
         # upstream first): all changes at one location and time meet before it is processed,
         # and opposite signs cancel instead of rippling. It is kept as a heap of distinct
@@ -475,6 +502,26 @@ class Tracker:
                 diffs[there] = diff
                 heappush(bucket[0], there)
 
+        self._count_pointstamps(pending, enqueue)
+        self._work_off(times, buckets, enqueue)
+
+    def _count_pointstamps(
+        self,
+        pending: dict[tuple[int, Hashable], int],
+        enqueue: Callable[[Hashable, int, int], None],
+    ) -> None:
+        """Apply the buffered changes to the pointstamp counts, and what they imply.
+
+        A location's own pointstamps imply its frontier directly; applying them here rather
+        than through the worklist makes count churn that moves no frontier cost two antichain
+        updates and nothing else. What moves a frontier is enqueued for its successors.
+        """
+        pointstamps = self._pointstamps
+        output_summaries = self._output_summaries
+        outputs = self._outputs
+        implications = self._implications
+        successors = self._successors
+        pushed = self._pushed
         for (here, time), diff in pending.items():
             if not diff:
                 continue
@@ -486,9 +533,6 @@ class Tracker:
                         moved = results_in(summary, changed)
                         if moved is not None:
                             batch.update(moved, delta)
-                # A location's own pointstamps imply its frontier directly; applying them here
-                # rather than through the worklist makes count churn that moves no frontier
-                # cost two antichain updates and nothing else.
                 for implied, sign in implications[here].update(changed, delta):
                     pushed.append((here, implied, sign))
                     for there, steps in successors[here]:
@@ -499,6 +543,17 @@ class Tracker:
                                 moved = results_in(step, implied)
                                 if moved is not None:
                                     enqueue(moved, there, sign)
+
+    def _work_off(
+        self,
+        times: list[Any],
+        buckets: dict[Hashable, tuple[list[int], dict[int, int]]],
+        enqueue: Callable[[Hashable, int, int], None],
+    ) -> None:
+        """Process the worklist in (time, location) order until no frontier moves."""
+        implications = self._implications
+        successors = self._successors
+        pushed = self._pushed
         while times:
             time = heappop(times)
             order, diffs = buckets[time]
@@ -620,25 +675,7 @@ class Tracker:
         for here, theres in enumerate(self._successors):
             for there, steps in theres:
                 predecessors[there].append((here, steps))
-        found: dict[int, Antichain[Hashable]] = {start: Antichain([identity])}
-        toward: dict[tuple[int, Hashable], tuple[int, Hashable]] = {}
-        # Breadth first, backwards from the location: every minimal summary from each
-        # location to it, with the next location of one path that has that summary.
-        pending: deque[tuple[int, Hashable]] = deque([(start, identity)])
-        while pending:
-            here, summary = pending.popleft()
-            for before, steps in predecessors[here]:
-                for step in (identity,) if steps is None else steps:
-                    combined = summary if steps is None else followed_by(step, summary)
-                    if combined is None:
-                        continue
-                    least = results_in(combined, minimum)
-                    if least is None or not admits(least):
-                        continue
-                    if not found.setdefault(before, Antichain()).insert(combined):
-                        continue
-                    toward.setdefault((before, combined), (here, summary))
-                    pending.append((before, combined))
+        found, toward = _summaries_to(start, identity, minimum, admits, predecessors)
         locations = self._locations
         held: list[Holder] = []
         for here in sorted(found):

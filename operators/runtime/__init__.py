@@ -8,10 +8,9 @@ layer up, in :mod:`operators`.
 from operators.runtime.channels import ExchangePusher, PipelinePusher, Tee, stable_hash
 from operators.runtime.fabric import Fabric, Mailbox
 from operators.runtime.operate import Interest, Operate, SharedProgress
-from operators.runtime.scope import Scope
 from operators.runtime.subgraph import Subgraph, SubgraphBuilder
 from operators.runtime.time_domain import INTEGERS, IterativeRefinement, Refinement, TimeDomain
-from operators.runtime.worker import Worker, execute, register_scope_type, run
+from operators.runtime.worker import Scope, Worker, execute, register_scope_type, run
 
 __all__ = [
     "INTEGERS",

@@ -40,7 +40,7 @@ import hmac
 import json
 import pickle
 import struct
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from operators.runtime.fabric import Fabric, Mailbox
@@ -424,8 +424,33 @@ async def connect(
     loop = asyncio.get_running_loop()
     deadline = loop.time() + spec.startup_timeout
     links: dict[int, Link] = {}
-    expected = set(range(spec.index + 1, spec.processes))
     accepted: asyncio.Queue[tuple[int, Link] | BaseException] = asyncio.Queue()
+    host, port = spec.peers[spec.index]
+    server = await asyncio.start_server(
+        _acceptor(spec, accepted), spec.bind or host, port, reuse_address=True
+    )
+    try:
+        for peer in range(spec.index):
+            links[peer] = await _dial(spec, peer, deadline)
+        await _take_accepted(spec, links, accepted, deadline)
+    except BaseException:
+        for link in links.values():
+            link.abort()
+        raise
+    finally:
+        server.close()
+    return fabric(spec, links)
+
+
+def _acceptor(
+    spec: ClusterSpec, accepted: asyncio.Queue[tuple[int, Link] | BaseException]
+) -> Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]:
+    """The server's handler: check a higher peer's hello, answer it, queue the link.
+
+    A peer whose hello does not match queues its :class:`ClusterError`; one that hangs up
+    midway is dropped without one (it may dial again).
+    """
+    expected = set(range(spec.index + 1, spec.processes))
 
     async def on_accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         host, port = writer.get_extra_info("peername")[:2]
@@ -446,31 +471,30 @@ async def connect(
             if isinstance(error, ClusterError):
                 await accepted.put(error)
 
-    host, port = spec.peers[spec.index]
-    server = await asyncio.start_server(on_accept, spec.bind or host, port, reuse_address=True)
-    try:
-        for peer in range(spec.index):
-            links[peer] = await _dial(spec, peer, deadline)
-        while len(links) < spec.processes - 1:
-            left = deadline - loop.time()
-            if left <= 0:
-                missing = sorted(set(range(spec.processes)) - set(links) - {spec.index})
-                names = ", ".join(spec.name(p) for p in missing)
-                raise ClusterError(f"{names} did not connect within {spec.startup_timeout:g} s")
-            try:
-                got = await asyncio.wait_for(accepted.get(), left)
-            except TimeoutError:
-                continue
-            if isinstance(got, BaseException):
-                raise got
-            links[got[0]] = got[1]
-    except BaseException:
-        for link in links.values():
-            link.abort()
-        raise
-    finally:
-        server.close()
-    return fabric(spec, links)
+    return on_accept
+
+
+async def _take_accepted(
+    spec: ClusterSpec,
+    links: dict[int, Link],
+    accepted: asyncio.Queue[tuple[int, Link] | BaseException],
+    deadline: float,
+) -> None:
+    """Add the accepted links to ``links`` until every peer is linked, or fail by ``deadline``."""
+    loop = asyncio.get_running_loop()
+    while len(links) < spec.processes - 1:
+        left = deadline - loop.time()
+        if left <= 0:
+            missing = sorted(set(range(spec.processes)) - set(links) - {spec.index})
+            names = ", ".join(spec.name(p) for p in missing)
+            raise ClusterError(f"{names} did not connect within {spec.startup_timeout:g} s")
+        try:
+            got = await asyncio.wait_for(accepted.get(), left)
+        except TimeoutError:
+            continue
+        if isinstance(got, BaseException):
+            raise got
+        links[got[0]] = got[1]
 
 
 async def _dial(spec: ClusterSpec, peer: int, deadline: float) -> Link:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from operators.progress import (
     Antichain,
@@ -39,12 +39,9 @@ from operators.progress import (
     strongly_connected,
 )
 from operators.runtime.channels import Message, PipelinePusher, RetimingPusher, Tee
-from operators.runtime.fabric import Mailbox
+from operators.runtime.fabric import Fabric, Mailbox
 from operators.runtime.operate import Interest, Operate, SharedProgress
 from operators.runtime.time_domain import Refinement, TimeDomain
-
-if TYPE_CHECKING:
-    from operators.runtime.worker import Worker
 
 Update = tuple[tuple[int, Hashable], int]
 """A pointstamp change as it travels: ``((location index, time), diff)``."""
@@ -54,6 +51,33 @@ _MAX_PASSES = 64
 
 Looping lets one step carry work through several rounds on one worker (lower latency); the
 bound keeps a circulating loop from starving other workers and the event loop."""
+
+
+class Allocator(Protocol):
+    """What a scope needs of the worker it is built on: a :class:`~operators.runtime.Worker`.
+
+    Its place among the workers, and channels of the fabric between them (timely's
+    ``Allocate``): the scope allocates its edges and its progress channel there.
+    """
+
+    @property
+    def index(self) -> int:
+        """The worker's index, ``0 <= index < peers``."""
+        ...
+
+    @property
+    def peers(self) -> int:
+        """The number of workers."""
+        ...
+
+    @property
+    def fabric(self) -> Fabric:
+        """The communication between the workers."""
+        ...
+
+    def allocate_channel(self) -> int:
+        """The next channel id; the same sequence on every worker."""
+        ...
 
 
 @dataclass(slots=True)
@@ -89,7 +113,7 @@ class SubgraphBuilder:
 
     def __init__(
         self,
-        worker: Worker,
+        worker: Allocator,
         path: tuple[int, ...],
         domain: TimeDomain,
         refinement: Refinement,
@@ -275,59 +299,10 @@ class Subgraph:
         self._input_counts = builder._input_counts
         self._shared = SharedProgress.for_ports(self.inputs, self.outputs)
         self.external_summary: Connectivity = [{} for _ in range(self.outputs)]
-
-        reach = Builder(identity=self._domain.identity)
-        reach.add_node(0, inputs=self.outputs, outputs=self.inputs)
-        initial: list[tuple[Source, Hashable, int]] = []
-        shared_of: list[SharedProgress | None] = [None]
-        for index, operator in enumerate(children[1:], start=1):
-            assert operator is not None
-            connectivity, shared = operator.initialize()
-            reach.add_node(index, operator.inputs, operator.outputs, connectivity)
-            shared_of.append(shared)
-            for port, batch in enumerate(shared.internals):
-                initial.extend((Source(index, port), t, d) for t, d in batch.drain())
-        edges = builder._edges
-        for edge in edges:
-            reach.add_edge(edge.source, edge.target)
-        self.tracker, summary = reach.build()
-        self._reach = reach
-        refine = self._refinement.summarize
-        self.internal_summary: Connectivity = [
-            {o: Antichain(refine(s) for s in summaries) for o, summaries in row.items()}
-            for row in summary
-        ]
-
-        index_of = self.tracker.index_of
-        targets_of: dict[Source, list[int]] = {}
-        for edge in edges:
-            targets_of.setdefault(edge.source, []).append(index_of(edge.target))
-        self._children: list[_Child | None] = [None]
-        for index, operator in enumerate(children[1:], start=1):
-            assert operator is not None
-            child_shared = shared_of[index]
-            assert child_shared is not None
-            self._children.append(
-                _Child(
-                    operator=operator,
-                    shared=child_shared,
-                    local=operator.local,
-                    interest=operator.interest,
-                    inputs=[index_of(Target(index, i)) for i in range(operator.inputs)],
-                    sources=[index_of(Source(index, o)) for o in range(operator.outputs)],
-                    targets=[targets_of.get(Source(index, o), []) for o in range(operator.outputs)],
-                    held=operator.outputs if operator.local else 0,
-                )
-            )
-        self._scope_input_of: dict[int, int] = {
-            index_of(Source(0, p)): p for p in range(self.inputs)
-        }
-        self._scope_output_of: dict[int, int] = {
-            index_of(Target(0, o)): o for o in range(self.outputs)
-        }
-        self._input_targets: list[list[int]] = [
-            targets_of.get(Source(0, p), []) for p in range(self.inputs)
-        ]
+        operators = [operator for operator in children[1:] if operator is not None]
+        assert len(operators) == len(children) - 1  # SubgraphBuilder.build placed every child
+        initial, shared_of = self._track(operators, builder._edges)
+        self._place_children(operators, shared_of, builder._edges)
         self._external_summaries(children)
         self._watchers: dict[Source, list[MutableAntichain[Hashable]]] = {}
         for source, frontier in builder._watched:
@@ -349,11 +324,72 @@ class Subgraph:
         self._pending: list[int] = []
         self._pending_set: set[int] = set()
         self._running = False
-        self._alive = len(children) - 1
+        self._alive = len(operators)
         self._propagate()
         # Every child runs once at startup, to drop or downgrade its initial capabilities.
         for index in range(1, len(children)):
             self.activate_child(index)
+
+    def _track(
+        self, operators: list[Operate], edges: list[_Edge]
+    ) -> tuple[list[tuple[Source, Hashable, int]], list[SharedProgress]]:
+        """Build the tracker over the children and edges, and this scope's internal summary.
+
+        Returns the children's initial capabilities (as pointstamps) and each child's
+        shared progress (child ``index`` at ``index - 1``).
+        """
+        reach = Builder(identity=self._domain.identity)
+        reach.add_node(0, inputs=self.outputs, outputs=self.inputs)
+        initial: list[tuple[Source, Hashable, int]] = []
+        shared_of: list[SharedProgress] = []
+        for index, operator in enumerate(operators, start=1):
+            connectivity, shared = operator.initialize()
+            reach.add_node(index, operator.inputs, operator.outputs, connectivity)
+            shared_of.append(shared)
+            for port, batch in enumerate(shared.internals):
+                initial.extend((Source(index, port), t, d) for t, d in batch.drain())
+        for edge in edges:
+            reach.add_edge(edge.source, edge.target)
+        self.tracker, summary = reach.build()
+        self._reach = reach
+        refine = self._refinement.summarize
+        self.internal_summary: Connectivity = [
+            {o: Antichain(refine(s) for s in summaries) for o, summaries in row.items()}
+            for row in summary
+        ]
+        return initial, shared_of
+
+    def _place_children(
+        self, operators: list[Operate], shared_of: list[SharedProgress], edges: list[_Edge]
+    ) -> None:
+        """Each child's bookkeeping, and where the scope's own inputs and outputs are."""
+        index_of = self.tracker.index_of
+        targets_of: dict[Source, list[int]] = {}
+        for edge in edges:
+            targets_of.setdefault(edge.source, []).append(index_of(edge.target))
+        self._children: list[_Child | None] = [None]
+        for index, (operator, shared) in enumerate(zip(operators, shared_of, strict=True), 1):
+            self._children.append(
+                _Child(
+                    operator=operator,
+                    shared=shared,
+                    local=operator.local,
+                    interest=operator.interest,
+                    inputs=[index_of(Target(index, i)) for i in range(operator.inputs)],
+                    sources=[index_of(Source(index, o)) for o in range(operator.outputs)],
+                    targets=[targets_of.get(Source(index, o), []) for o in range(operator.outputs)],
+                    held=operator.outputs if operator.local else 0,
+                )
+            )
+        self._scope_input_of: dict[int, int] = {
+            index_of(Source(0, p)): p for p in range(self.inputs)
+        }
+        self._scope_output_of: dict[int, int] = {
+            index_of(Target(0, o)): o for o in range(self.outputs)
+        }
+        self._input_targets: list[list[int]] = [
+            targets_of.get(Source(0, p), []) for p in range(self.inputs)
+        ]
 
     def _external_summaries(self, children: list[Operate | None]) -> None:
         """Tell each child the paths from its outputs back to its inputs within this scope.

@@ -1,27 +1,114 @@
-"""Workers: one copy of every dataflow each, run as coroutines on one event loop.
+"""Workers, and the scopes their dataflows are built in.
 
+A :class:`Worker` holds one copy of every dataflow, run as coroutines on one event loop.
 ``execute(fn, workers=N)`` runs ``fn(worker)`` once per worker. A worker schedules only the
 operators that were activated (records arrived, a frontier they care about moved, or they
 asked to run again), and when nothing is active it awaits new activity rather than spinning.
 When ``fn`` returns, the worker closes the inputs it still has open and keeps stepping until
 its dataflows complete; ``execute`` then returns every worker's result, in worker order.
+
+A :class:`Scope` is the handle a dataflow-building function gets: a scope under
+construction. The runtime's scope knows the engine side (reserving operator slots, wiring
+edges, nesting scopes); the operator layer registers a subclass that adds the
+stream-building methods users call (``new_input``, ``feedback``, ...), so the engine never
+imports it. Scope and worker live in one module because each hands out the other: a worker
+builds the root scope of each dataflow, and every scope tells which worker builds it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Hashable
 from typing import Any, TypeVar
 
 import uvloop
 
 from operators.runtime.fabric import Fabric
-from operators.runtime.scope import Scope
 from operators.runtime.subgraph import Subgraph, SubgraphBuilder
-from operators.runtime.time_domain import INTEGERS, Refinement, TimeDomain
+from operators.runtime.time_domain import (
+    INTEGERS,
+    IterativeRefinement,
+    Refinement,
+    TimeDomain,
+)
 
 R = TypeVar("R")
+S = TypeVar("S", bound="Scope")
+
+
+class Scope:
+    """A scope being built on one worker (the root scope of a dataflow, or a nested one)."""
+
+    def __init__(
+        self,
+        worker: Worker,
+        builder: SubgraphBuilder,
+        parent: Scope | None = None,
+        index: int = 0,
+    ) -> None:
+        self.worker = worker
+        """The worker building this scope."""
+        self.builder = builder
+        self.parent = parent
+        self.index_in_parent = index
+        """This scope's child index in its parent (0 for a dataflow's root)."""
+
+    @property
+    def index(self) -> int:
+        """The worker's index, ``0 <= index < peers``."""
+        return self.worker.index
+
+    @property
+    def peers(self) -> int:
+        """The number of workers."""
+        return self.worker.peers
+
+    @property
+    def minimum(self) -> Hashable:
+        """The least time of this scope's time domain."""
+        return self.builder.domain.minimum
+
+    @property
+    def identity(self) -> Hashable:
+        """The identity summary of this scope's time domain."""
+        return self.builder.domain.identity
+
+    @property
+    def depth(self) -> int:
+        """How deeply nested this scope is (0 for a dataflow's root)."""
+        return len(self.builder.path) - 1
+
+    def iterative(self: S, name: str = "Iterative") -> S:
+        """Open a nested scope whose times are ``Product(outer, inner)``."""
+        return self._nest(name, iterative=True)
+
+    def region(self: S, name: str = "Region") -> S:
+        """Open a nested scope with this scope's own times (structure only)."""
+        return self._nest(name, iterative=False)
+
+    def _nest(self: S, name: str, iterative: bool) -> S:
+        parent = self.builder
+        index = parent.reserve()
+        domain = parent.domain.product() if iterative else parent.domain
+        refinement = IterativeRefinement() if iterative else Refinement()
+        child = SubgraphBuilder(
+            parent.worker,
+            (*parent.path, index),
+            domain,
+            refinement,
+            parent.activator(index),
+            name=name,
+        )
+        parent.place(index, child)
+        return type(self)(self.worker, child, self, index)
+
+    def __enter__(self: S) -> S:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        return None
+
 
 _scope_type: type[Scope] = Scope
 
@@ -84,7 +171,7 @@ class Worker:
             lambda: self._activate(index),
             name=f"Dataflow{index}",
         )
-        result = build(_scope_type(builder))
+        result = build(_scope_type(self, builder))
         subgraph = builder.build()
         subgraph.initialize()
         # Every channel of a dataflow is allocated while it is built (the same range on

@@ -29,8 +29,9 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, Generic, NamedTuple, TypeVar
 
+from operators.builder import OperatorBuilder
 from operators.capability import Capability
-from operators.core import OperatorBuilder, OperatorCore
+from operators.core import OperatorCore
 from operators.input import InputClosed
 from operators.ports import InputPort, OutputPort
 from operators.runtime import Interest, Worker

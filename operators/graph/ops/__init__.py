@@ -7,6 +7,5 @@ module, imported here.
 """
 
 from operators.graph.ops import records, sources, state, times
-from operators.graph.ops.node import GraphContext, NodeBuilder, RecordErrors
 
-__all__ = ["GraphContext", "NodeBuilder", "RecordErrors", "records", "sources", "state", "times"]
+__all__ = ["records", "sources", "state", "times"]

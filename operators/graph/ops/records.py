@@ -12,7 +12,7 @@ from operator import itemgetter
 from typing import Any
 
 from operators.graph.cel import EvaluationError
-from operators.graph.ops.node import NodeBuilder, RecordErrors, as_bool
+from operators.graph.node import NodeBuilder, RecordErrors, as_bool
 from operators.graph.registry import ON_ERROR, OpKind, Param, builtin
 from operators.stream import Stream
 

@@ -1,13 +1,13 @@
 """Where records enter and leave a graph, and operators that only route them.
 
-``input`` and ``output`` attach to the :class:`~operators.graph.ops.node.GraphContext`
+``input`` and ``output`` attach to the :class:`~operators.graph.node.GraphContext`
 (producers and subscribers); ``inspect`` passes records through as a named point to watch;
 ``concat`` merges any number of streams.
 """
 
 from __future__ import annotations
 
-from operators.graph.ops.node import NodeBuilder
+from operators.graph.node import NodeBuilder
 from operators.graph.registry import OpKind, builtin
 from operators.stream import Stream
 

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from operator import itemgetter
 from typing import Any
 
-from operators.graph.ops.node import DROPPED, NodeBuilder, kept
+from operators.graph.node import DROPPED, NodeBuilder, kept
 from operators.graph.registry import ON_ERROR, OpKind, Param, builtin
 from operators.stream import Stream
 

@@ -10,7 +10,7 @@ from collections.abc import Hashable
 from typing import Any
 
 from operators.graph.cel import EvaluationError
-from operators.graph.ops.node import DROPPED, NodeBuilder
+from operators.graph.node import DROPPED, NodeBuilder
 from operators.graph.registry import ON_ERROR, Connect, OpKind, Param, builtin
 from operators.progress import Product, check_time, decode_time, less_equal
 from operators.stream import Stream

@@ -29,9 +29,9 @@ def test_ruff_holds_complexity_and_statements_in_operators_graph() -> None:
     assert {"C901", "PLR0915"} <= set(lint["select"])
     assert lint["mccabe"]["max-complexity"] == 15
     assert lint["pylint"]["max-statements"] == 50
+    # Held on the whole tree since issue 21 (tests/unit/test_shape.py): graph/ is waived nowhere.
     ignored = lint["per-file-ignores"]
-    assert ignored["!operators/graph/**"] == ["C901", "PLR0915"]
-    assert not any(pattern.startswith("operators/graph/") for pattern in ignored)
+    assert not any("operators" in pattern for pattern in ignored)
 
 
 def test_cel_is_split_by_phase_into_modules_of_at_most_500_lines() -> None:

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from operators.builder import OperatorBuilder
 from operators.capability import Capability
 from operators.capture.event import Messages, Progress
 from operators.capture.pushers import EventPusher
-from operators.core import OperatorBuilder
 from operators.runtime import Interest
-from operators.stream import Stream
+from operators.stream import Stream, attach
 
 
+@attach(Stream.capture_into)
 def capture_into(stream: Stream, pusher: EventPusher, name: str = "Capture") -> None:
     """Record ``stream`` into ``pusher``: batches as messages, frontier changes as progress.
 

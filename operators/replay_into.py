@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
 
+from operators.builder import OperatorBuilder
 from operators.capability import Capability
 from operators.capture.event import Messages
 from operators.capture.pushers import EventReader
-from operators.core import OperatorBuilder
 from operators.progress import MutableAntichain
 from operators.runtime import Interest, Scope
 from operators.stream import Stream
