@@ -56,6 +56,9 @@ async def answers(http: aiohttp.ClientSession, server: Server) -> dict[str, Any]
     }
 
 
+KEEP_STAGED = {"limits": {"staged_transaction_seconds": 3.2e9}}
+"""The fixture's open transaction was staged when it was made: it must not expire meanwhile."""
+
 EXPECTED_ANSWERS = {
     "input": EXPECTED["input"],
     "times": EXPECTED["times"],
@@ -71,7 +74,7 @@ async def test_a_format_1_directory_is_read_as_it_was_and_goes_on_in_format_2(
     data = unpack(tmp_path)
     words = f"/v1/dataflows/{EXPECTED['dataflow']}/inputs/words"
     session = EXPECTED["session"]
-    server = launch(tmp_path)
+    server = launch(tmp_path, config=KEEP_STAGED)
     try:
         async with aiohttp.ClientSession() as http:
             assert await answers(http, server) == EXPECTED_ANSWERS
@@ -100,7 +103,7 @@ async def test_a_format_1_directory_is_read_as_it_was_and_goes_on_in_format_2(
     assert set(formats[:-2]) == {b"\x80"}
 
     # Started again on the mixed logs: the same answers, the new records once.
-    server = launch(tmp_path)
+    server = launch(tmp_path, config=KEEP_STAGED)
     try:
         async with aiohttp.ClientSession() as http:
             described = await call(http, server, "GET", f"/v1/dataflows/{EXPECTED['dataflow']}")
