@@ -38,12 +38,15 @@ import contextlib
 import hashlib
 import hmac
 import json
+import logging
 import pickle
 import struct
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from operators.runtime.fabric import Fabric, Mailbox
+
+log = logging.getLogger("frontier.cluster")
 
 PROTOCOL = 1
 """The version of the hello and the frames; peers must agree."""
@@ -53,6 +56,10 @@ HEADER = struct.Struct("<I")
 """A frame's length (the payload follows)."""
 MOST_FRAME = 1 << 30
 """A frame longer than this is a corrupt stream, not a message."""
+MOST_HELLO = 4096
+"""The longest hello read from a connection that has not proved it is a peer."""
+HELLO_SECONDS = 10.0
+"""How long a connection to the fabric port may take to send its whole hello."""
 SEND_BUFFER = 8 * 1024 * 1024
 """Bytes a link may hold unsent before the workers' next step waits for the socket."""
 ALL_LOCAL = -1
@@ -66,6 +73,15 @@ Pickled frames start with ``\x80``, so nothing else begins so."""
 
 class ClusterError(Exception):
     """The cluster could not be formed (a peer unreachable, a hello that does not match)."""
+
+
+class NotAPeer(ClusterError):
+    """A connection to the fabric port that is no peer of this cluster's.
+
+    Not a hello, a hello too long or too slow, or one whose HMAC the shared secret does not
+    give: only that connection is closed (and the refusal logged), start-up goes on. Only a
+    peer that proves it holds the secret can end start-up, by a hello that does not match.
+    """
 
 
 class PeerLost(ClusterError):
@@ -123,22 +139,26 @@ def _hello(spec: ClusterSpec) -> bytes:
 
 
 def _check_hello(spec: ClusterSpec, data: bytes, expected: int | None, where: str) -> int:
-    """The peer's index, if its hello matches ours; :class:`ClusterError` naming the field."""
+    """The peer's index, if its hello matches ours; :class:`ClusterError` naming the field.
+
+    The HMAC is checked before anything else: a hello it does not prove is
+    :class:`NotAPeer`, whatever its fields say.
+    """
     try:
         hello = json.loads(data)
         fields = {k: hello[k] for k in ("protocol", "processes", "index", "workers")}
         mac = str(hello["mac"])
     except (ValueError, KeyError, TypeError):
-        raise ClusterError(f"{where}: not a Frontier cluster hello") from None
+        raise NotAPeer(f"{where}: not a Frontier cluster hello") from None
+    text = json.dumps(fields, sort_keys=True).encode()
+    if not hmac.compare_digest(mac, hmac.new(spec.secret, text, hashlib.sha256).hexdigest()):
+        raise NotAPeer(f"{where}: the cluster secret does not match")
     if fields["protocol"] != PROTOCOL:
         raise ClusterError(f"{where}: protocol version {fields['protocol']}, ours {PROTOCOL}")
     if fields["processes"] != spec.processes:
         raise ClusterError(f"{where}: cluster size {fields['processes']}, ours {spec.processes}")
     if fields["workers"] != spec.workers:
         raise ClusterError(f"{where}: {fields['workers']} workers, ours {spec.workers}")
-    text = json.dumps(fields, sort_keys=True).encode()
-    if not hmac.compare_digest(mac, hmac.new(spec.secret, text, hashlib.sha256).hexdigest()):
-        raise ClusterError(f"{where}: the cluster secret does not match")
     index = fields["index"]
     if not isinstance(index, int) or not 0 <= index < spec.processes or index == spec.index:
         raise ClusterError(f"{where}: process index {index} is not another process's")
@@ -152,6 +172,18 @@ async def _read_frame(reader: asyncio.StreamReader) -> bytes:
     if length > MOST_FRAME:
         raise ClusterError(f"a frame of {length} bytes: the stream is corrupt")
     return await reader.readexactly(length)
+
+
+async def _read_hello(reader: asyncio.StreamReader, where: str) -> bytes:
+    """A connection's magic and hello frame, bounded in size and in time (:class:`NotAPeer`)."""
+    async with asyncio.timeout(HELLO_SECONDS):
+        magic = await reader.readexactly(len(MAGIC))
+        if magic != MAGIC:
+            raise NotAPeer(f"{where}: not a Frontier cluster peer")
+        (length,) = HEADER.unpack(await reader.readexactly(HEADER.size))
+        if length > MOST_HELLO:
+            raise NotAPeer(f"{where}: a hello of {length} bytes (at most {MOST_HELLO})")
+        return await reader.readexactly(length)
 
 
 def _frame(payload: bytes) -> bytes:
@@ -447,7 +479,9 @@ def _acceptor(
 ) -> Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]:
     """The server's handler: check a higher peer's hello, answer it, queue the link.
 
-    A peer whose hello does not match queues its :class:`ClusterError`; one that hangs up
+    A connection that is no peer (:class:`NotAPeer`: garbage, a hello too long or too slow,
+    or one the secret does not prove) is closed and logged, and start-up goes on; a peer
+    whose proven hello does not match queues its :class:`ClusterError`; one that hangs up
     midway is dropped without one (it may dial again).
     """
     expected = set(range(spec.index + 1, spec.processes))
@@ -456,16 +490,21 @@ def _acceptor(
         host, port = writer.get_extra_info("peername")[:2]
         where = f"a peer at {host}:{port}"
         try:
-            magic = await reader.readexactly(len(MAGIC))
-            if magic != MAGIC:
-                raise ClusterError(f"{where}: not a Frontier cluster peer")
-            index = _check_hello(spec, await _read_frame(reader), None, where)
+            index = _check_hello(spec, await _read_hello(reader, where), None, where)
             if index not in expected:
                 raise ClusterError(f"{where}: process index {index} does not connect here")
             expected.discard(index)
             writer.write(MAGIC + _frame(_hello(spec)))
             await writer.drain()
             await accepted.put((index, Link(index, reader, writer)))
+        except NotAPeer as error:
+            writer.close()
+            log.warning("%s; only that connection is closed", error)
+        except TimeoutError:
+            writer.close()
+            log.warning(
+                "%s: no hello within %g s; only that connection is closed", where, HELLO_SECONDS
+            )
         except (ClusterError, asyncio.IncompleteReadError, ConnectionError) as error:
             writer.close()
             if isinstance(error, ClusterError):

@@ -24,6 +24,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
+from time import perf_counter
 from typing import Protocol
 
 from operators.progress import (
@@ -46,11 +47,18 @@ from operators.runtime.time_domain import Refinement, TimeDomain
 Update = tuple[tuple[int, Hashable], int]
 """A pointstamp change as it travels: ``((location index, time), diff)``."""
 
+FrontierListener = Callable[[tuple[int, ...], Source], None]
+"""Hears, with a scope's path, each output port whose frontier may have moved in that scope:
+given to a dataflow's root scope when it is made, and to every scope nested in it."""
+
 _MAX_PASSES = 64
 """Rounds of receive → propagate → schedule → send within one schedule of a scope.
 
 Looping lets one step carry work through several rounds on one worker (lower latency); the
-bound keeps a circulating loop from starving other workers and the event loop."""
+bound keeps a circulating loop from starving other workers and the event loop. So does the
+worker's time slice (:attr:`Allocator.slice_deadline`): a scope stops its rounds once past it,
+nested scopes included, and asks to run again, so one dataflow's loop takes turns with the
+others' work and with the event loop (every tenant's requests)."""
 
 
 class Allocator(Protocol):
@@ -77,6 +85,11 @@ class Allocator(Protocol):
 
     def allocate_channel(self) -> int:
         """The next channel id; the same sequence on every worker."""
+        ...
+
+    @property
+    def slice_deadline(self) -> float:
+        """When (``perf_counter``) the dataflow being scheduled must let the others run."""
         ...
 
 
@@ -119,9 +132,13 @@ class SubgraphBuilder:
         refinement: Refinement,
         activate_self: Callable[[], None],
         name: str = "Subgraph",
+        listener: FrontierListener | None = None,
     ) -> None:
         self.worker = worker
         self.path = path
+        self.listener = listener
+        """Hears which frontiers moved (from when the scope runs), so a watcher of many
+        frontiers reads only those that moved instead of comparing all after every step."""
         self.domain = domain
         self.refinement = refinement
         self.name = name
@@ -134,7 +151,6 @@ class SubgraphBuilder:
         """Per scope output: the pushers of the parent's edges leaving the scope."""
         self._input_counts: list[ChangeBatch[Hashable]] = []
         self._watched: list[tuple[Source, MutableAntichain[Hashable]]] = []
-        self._listeners: list[Callable[[Source], None]] = []
         self.subgraph: Subgraph | None = None
         # Activations that arrive before ``build`` (records pushed at construction time)
         # are remembered here and replayed.
@@ -204,15 +220,6 @@ class SubgraphBuilder:
         port, with no operator, edge or scheduling of its own.
         """
         self._watched.append((source, frontier))
-
-    def on_frontier_change(self, listener: Callable[[Source], None]) -> None:
-        """Call ``listener(source)`` whenever the frontier at an output port may have moved.
-
-        Called from the scope's propagation with the sources its tracker pushed changes
-        for (from when the scope runs), so a watcher of many frontiers reads only those
-        that moved, instead of comparing all of them after every step.
-        """
-        self._listeners.append(listener)
 
     def new_input(self, outer_tee: Tee, parent: SubgraphBuilder, index_in_parent: int) -> int:
         """Open a scope input fed by ``outer_tee`` in the parent; return its port number.
@@ -307,7 +314,8 @@ class Subgraph:
         self._watchers: dict[Source, list[MutableAntichain[Hashable]]] = {}
         for source, frontier in builder._watched:
             self._watchers.setdefault(source, []).append(frontier)
-        self._listeners = builder._listeners
+        self._listener = builder.listener
+        self._path = builder.path
 
         # Initial capabilities: every worker assumes every worker's operators start with
         # one per output; these counts are applied locally and never broadcast.
@@ -472,12 +480,13 @@ class Subgraph:
         try:
             self._accept_frontier()
             self._harvest_inputs()
+            deadline = self._worker.slice_deadline
             for _ in range(_MAX_PASSES):
                 self._send()
                 self._receive()
                 self._propagate()
-                if not self._pending:
-                    break
+                if not self._pending or perf_counter() > deadline:
+                    break  # quiet, or out of time: what is pending runs at the next turn
                 self._schedule_children()
             self._send()
         finally:
@@ -552,15 +561,15 @@ class Subgraph:
         tracker.propagate_all()
         children = self._children
         watchers = self._watchers
-        listeners = self._listeners
+        listener = self._listener
         for location, time, diff in tracker.drain_pushed():
             node = location.node
             if not isinstance(location, Target):
                 if watchers:
                     for frontier in watchers.get(location, ()):
                         frontier.update_iter(((time, diff),))
-                for listener in listeners:
-                    listener(location)
+                if listener is not None:
+                    listener(self._path, location)
                 continue
             if node == 0:
                 continue

@@ -20,12 +20,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable, Hashable
+from time import perf_counter
 from typing import Any, TypeVar
 
 import uvloop
 
 from operators.runtime.fabric import Fabric
-from operators.runtime.subgraph import Subgraph, SubgraphBuilder
+from operators.runtime.subgraph import FrontierListener, Subgraph, SubgraphBuilder
 from operators.runtime.time_domain import (
     INTEGERS,
     IterativeRefinement,
@@ -34,6 +35,13 @@ from operators.runtime.time_domain import (
 )
 
 R = TypeVar("R")
+
+SLICE_SECONDS = 0.005
+"""How long one dataflow may run in a step before it lets the others (and the event loop,
+with every tenant's requests) run: its scopes stop their rounds once past it."""
+
+STEP_SECONDS = 0.01
+"""How long a step may take (several dataflows' slices) before the worker yields."""
 S = TypeVar("S", bound="Scope")
 
 
@@ -99,6 +107,7 @@ class Scope:
             refinement,
             parent.activator(index),
             name=name,
+            listener=parent.listener,
         )
         parent.place(index, child)
         return type(self)(self.worker, child, self, index)
@@ -139,6 +148,10 @@ class Worker:
         self._on_error: dict[int, Callable[[Exception], None]] = {}
         self._channels: dict[int, range] = {}
         """Per dataflow, the channels it allocated (released when it is forgotten)."""
+        self.slice_deadline = float("inf")
+        """When the dataflow being scheduled must stop and let the others run."""
+        self._turn = 0
+        """The dataflow index the next step starts after: every busy dataflow gets turns."""
 
     def allocate_channel(self) -> int:
         """The next channel id; the same sequence on every worker."""
@@ -151,6 +164,7 @@ class Worker:
         build: Callable[[Any], R],
         domain: TimeDomain = INTEGERS,
         on_error: Callable[[Exception], None] | None = None,
+        on_frontier: FrontierListener | None = None,
     ) -> R:
         """Build a dataflow: call ``build(scope)`` on a new root scope and return its result.
 
@@ -158,7 +172,9 @@ class Worker:
         scope's time domain: integers by default, or e.g. ``INTEGERS.product()`` for
         ``Product(int, int)`` times. With ``on_error``, an exception raised while the
         dataflow runs drops it from this worker and is passed to ``on_error`` instead of
-        ending the worker's step.
+        ending the worker's step. With ``on_frontier``, ``on_frontier(path, source)`` hears
+        each output port whose frontier may have moved, in the scope at ``path`` (the
+        dataflow's scopes all hear it).
         """
         index = self._next_dataflow
         self._next_dataflow += 1
@@ -170,6 +186,7 @@ class Worker:
             Refinement(),
             lambda: self._activate(index),
             name=f"Dataflow{index}",
+            listener=on_frontier,
         )
         result = build(_scope_type(self, builder))
         subgraph = builder.build()
@@ -201,29 +218,48 @@ class Worker:
         self._wake.set()
 
     def step_nowait(self) -> bool:
-        """Schedule every activated dataflow once; return whether there was anything to do."""
+        """Schedule activated dataflows, each for one slice; return whether any had work.
+
+        Each gets at most :data:`SLICE_SECONDS` (its scopes stop their rounds past it, and
+        ask to run again); a step ends once it has taken :data:`STEP_SECONDS`, leaving the
+        others active for the next, which starts where this one stopped: a dataflow whose
+        loop never goes quiet takes turns with the others, and with the event loop.
+        """
         active = self._active
         if not active:
             return False
-        self._active = set()
-        for index in sorted(active):
-            subgraph = self._dataflows.get(index)
-            if subgraph is None:
-                continue
-            handler = self._on_error.get(index)
-            if handler is None:
-                if not subgraph.schedule():
-                    self._forget(index)
-                continue
-            try:
-                if not subgraph.schedule():
-                    self._forget(index)
-            except Exception as error:
-                # This dataflow alone fails: drop it here and let its owner decide (the
-                # service drops it on every worker); other dataflows keep running.
-                self._forget(index)
-                handler(error)
+        order = sorted(active)
+        start = next((i for i, index in enumerate(order) if index > self._turn), 0)
+        order = order[start:] + order[:start]
+        step_deadline = perf_counter() + STEP_SECONDS
+        for position, index in enumerate(order):
+            if position and perf_counter() > step_deadline:
+                break  # the rest stay active: the next step starts with them
+            active.discard(index)
+            self._turn = index
+            self.slice_deadline = perf_counter() + SLICE_SECONDS
+            self._schedule(index)
+        self.slice_deadline = float("inf")
         return True
+
+    def _schedule(self, index: int) -> None:
+        """Schedule one dataflow for its slice; forget it once it is done (or failed)."""
+        subgraph = self._dataflows.get(index)
+        if subgraph is None:
+            return
+        handler = self._on_error.get(index)
+        if handler is None:
+            if not subgraph.schedule():
+                self._forget(index)
+            return
+        try:
+            if not subgraph.schedule():
+                self._forget(index)
+        except Exception as error:
+            # This dataflow alone fails: drop it here and let its owner decide (the service
+            # drops it on every worker); other dataflows keep running.
+            self._forget(index)
+            handler(error)
 
     def _forget(self, index: int) -> None:
         self._dataflows.pop(index, None)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import time as wallclock
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -93,6 +93,8 @@ class Dataflow:
         self.truncated_before = 0
         """Its inputs' logs hold no record at a time before this one."""
         self._truncation_due = False
+        self._locations: dict[tuple[tuple[int, ...], Source], _Location] = {}
+        """The operator output ports the engine reports on, by scope path and source."""
 
     def summary(self) -> DataflowSummary:
         """A short description for listings."""
@@ -109,15 +111,21 @@ class Dataflow:
         """Build the dataflow on ``worker`` (every worker, in the command plane's order)."""
         plan = self.plan
 
+        first = worker is self.env.plane.workers[0]
+
         def build(scope: Any) -> BuiltGraph:
             self.index = scope.builder.path[0]
             built = plan.build(scope, _Context(self, worker))
-            if worker is self.env.plane.workers[0]:
-                self._follow(built)
+            if first:
+                self._name_locations(built)
             return built
 
         self.built[worker.index] = worker.dataflow(
-            build, domain=plan.spec.time.domain(), on_error=self.fail
+            build,
+            domain=plan.spec.time.domain(),
+            on_error=self.fail,
+            # One worker's trackers follow every worker's progress: the first's are heard.
+            on_frontier=self._engine_moved if first else None,
         )
 
     def add_input(self, name: str, output: OutputPort, capability: Capability) -> ProducerInput:
@@ -142,41 +150,30 @@ class Dataflow:
         )
         return log
 
-    def _follow(self, built: BuiltGraph) -> None:
-        """Have the engine say which operators' and inputs' frontiers moved.
-
-        One worker's trackers follow every worker's progress: the first's are followed.
-        """
-        scopes: dict[int, tuple[Any, dict[Source, str], dict[Source, str]]] = {}
+    def _name_locations(self, built: BuiltGraph) -> None:
+        """Name every operator output port (and input) the engine may say moved."""
         for node, streams in built.streams.items():
             is_input = self.plan.spec.nodes[node].op == "input"
             for port, stream in enumerate(streams):
                 builder = stream.scope.builder
-                _, names, inputs = scopes.setdefault(id(builder), (builder, {}, {}))
-                names[stream.source] = f"operator:{node}:{port}"
-                if is_input:
-                    inputs[stream.source] = node
-        for builder, names, inputs in scopes.values():
-            builder.on_frontier_change(self._engine_listener(builder, names, inputs))
+                self._locations[(builder.path, stream.source)] = _Location(
+                    f"operator:{node}:{port}", builder, node if is_input else None
+                )
 
-    def _engine_listener(
-        self, builder: Any, names: dict[Source, str], inputs: dict[Source, str]
-    ) -> Callable[[Source], None]:
+    def _engine_moved(self, path: tuple[int, ...], source: Source) -> None:
+        """The engine says the frontier at ``source`` of the scope at ``path`` may have moved."""
         feeds = self.env.feeds
-
-        def moved(source: Source) -> None:
-            feed = feeds.by_dataflow.get(self.id)
-            if feed is None:
-                return
-            name = names.get(source)
-            if name is not None and feed.operator_watches:
-                read = lambda: sorted_times(builder.subgraph.frontier(source))  # noqa: E731
-                feeds.moved(self.id, name, read)
-            node = inputs.get(source)
-            if node is not None:
-                feeds.moved(self.id, f"input:{node}", lambda: self.input_frontier(node))
-
-        return moved
+        feed = feeds.by_dataflow.get(self.id)
+        location = self._locations.get((path, source))
+        if feed is None or location is None:
+            return
+        if feed.operator_watches:
+            builder = location.builder
+            read = lambda: sorted_times(builder.subgraph.frontier(source))  # noqa: E731
+            feeds.moved(self.id, location.name, read)
+        node = location.input
+        if node is not None:
+            feeds.moved(self.id, f"input:{node}", lambda: self.input_frontier(node))
 
     # ----------------------------------------------------------------- listening
 
@@ -417,6 +414,15 @@ class Dataflow:
             reader = self.outputs.get(output)
             if reader is not None:
                 reader.commit(consumer, committed)
+
+
+@dataclass(frozen=True, slots=True)
+class _Location:
+    """An output port the engine may say moved: its name, its scope, and its input node."""
+
+    name: str
+    builder: Any
+    input: str | None
 
 
 class _Context:

@@ -54,11 +54,12 @@ def start_cluster(
     secrets: list[str] | None = None,
     ports: list[int] | None = None,
     durability: str = "none",
+    startup_timeout: float | None = None,
 ) -> list[Server]:
     """``processes`` servers forming one cluster (not waited for: see :func:`ready`).
 
     ``ports`` (the APIs' then the fabric's) start a cluster again where one ran before, with
-    the same data directories.
+    the same data directories; ``startup_timeout`` bounds how long each waits for the others.
     """
     ports = ports or free_ports(2 * processes)
     apis, fabric = ports[:processes], ports[processes:]
@@ -76,6 +77,10 @@ def start_cluster(
         command += ["--data-dir", str(workdir / f"data-{index}"), "--durability", durability]
         command += ["--processes", str(processes), "--process", str(index)]
         command += ["--peers", peers, "--apis", addresses, "--log-format", "text"]
+        if startup_timeout is not None:
+            config = workdir / f"config-{index}.yaml"
+            config.write_text(f"startup_timeout_seconds: {startup_timeout}\n")
+            command += ["--config", str(config)]
         with log.open("wb") as out:
             process = subprocess.Popen(
                 command, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT
@@ -384,12 +389,13 @@ async def test_a_process_stopped_stops_the_cluster_gracefully(cluster: Any) -> N
 
 
 async def test_a_process_with_another_secret_is_refused_at_start_up(cluster: Any) -> None:
-    servers = cluster(2, secrets=[SECRET, "not the secret"])
+    servers = cluster(2, secrets=[SECRET, "not the secret"], startup_timeout=5.0)
     for server in servers:
         assert wait_exit(server, STARTUP) == 2, server.log_tail()
     logs = [server.log_tail() for server in servers]
     assert all("frontier: cannot start: " in log for log in logs), logs
-    # The side that checks the other's hello first names the field; the other, the peer.
+    # The side that checks the other's hello first names the field (and, since the hello
+    # proves nothing, waits on until its start-up timeout); the other, the peer.
     assert any("the cluster secret does not match" in log for log in logs), logs
     assert any("process 0 (127.0.0.1:" in log for log in logs) or all(
         "the cluster secret does not match" in log for log in logs
