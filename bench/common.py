@@ -61,3 +61,41 @@ def cli_source(checkout: Path) -> str:
     if module.exists():
         return module.read_text()
     return "".join(path.read_text() for path in sorted((checkout / "api" / "cli").glob("*.py")))
+
+
+def start_server(
+    work: Path, root: Path, config: dict[str, Any], durability: str = "none"
+) -> tuple[Any, str]:
+    """``python -m api serve`` of ``root`` on a free port of 127.0.0.1, ready; and its URL.
+
+    The caller terminates the process. ``config`` is written as the server's ``--config``.
+    """
+    import os
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    import yaml
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    path = work / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    command = [sys.executable, "-m", "api", "serve", "--port", str(port), "--config", str(path)]
+    command += ["--data-dir", str(work / "data"), "--durability", durability]
+    server = subprocess.Popen(
+        command,
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": str(root)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    for _ in range(200):
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.1):
+                break
+        except OSError:
+            time.sleep(0.05)
+    return server, f"http://127.0.0.1:{port}"

@@ -17,18 +17,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
-import socket
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import aiohttp
-import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 PASS = {"nodes": {"x": {"op": "input"}, "out": {"op": "output"}}, "edges": [["x", "out"]]}
@@ -138,36 +133,16 @@ async def alone(url: str, iterations: int) -> float:
         return await looped(Tenant(http, url, "loop"), iterations)
 
 
-def start(work: Path) -> tuple[subprocess.Popen[bytes], str]:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    config = work / "config.yaml"
-    config.write_text(yaml.safe_dump({"tokens": TOKENS}))
-    command = [sys.executable, "-m", "api", "serve", "--port", str(port), "--config", str(config)]
-    command += ["--data-dir", str(work / "data"), "--durability", "none"]
-    server = subprocess.Popen(
-        command,
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    for _ in range(200):
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.1):
-                break
-        except OSError:
-            time.sleep(0.05)
-    return server, f"http://127.0.0.1:{port}"
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--iterations", type=int, default=1_000_000)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
-    server, url = start(Path(tempfile.mkdtemp(prefix="bench-fair-")))
+    # bench/common.py, the script's folder: imported here, as tests import this module.
+    from common import start_server
+
+    work = Path(tempfile.mkdtemp(prefix="bench-fair-"))
+    server, url = start_server(work, ROOT, {"tokens": TOKENS})
     try:
         alone_s, shared_s, probes, pushes = [], [], [], []
         for _ in range(args.repeats):  # interleaved: alone, then shared

@@ -13,18 +13,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import socket
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import aiohttp
 import orjson
-import yaml
+from common import start_server  # bench/common.py (the script's folder)
 
 ROOT = Path(__file__).resolve().parents[1]
 GRAPH = {
@@ -83,26 +80,9 @@ def main() -> None:
     parser.add_argument("--durability", default="fsync")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-rate-"))
-    config = work / "config.yaml"
-    config.write_text(yaml.safe_dump({"limits": {"tenant_requests_per_second": 0}}))
-    port = free_port()
-    command = [sys.executable, "-m", "api", "serve", "--port", str(port), "--config", str(config)]
-    command += ["--data-dir", str(work / "data"), "--durability", args.durability]
-    server = subprocess.Popen(
-        command,
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
+    limits = {"limits": {"tenant_requests_per_second": 0}}
+    server, url = start_server(work, ROOT, limits, args.durability)
     try:
-        for _ in range(200):
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=0.1):
-                    break
-            except OSError:
-                time.sleep(0.05)
         one, many = [], []
         for _ in range(args.repeats):
             one.append(asyncio.run(rate(url, 1, args.batch, args.seconds)))

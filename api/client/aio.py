@@ -304,13 +304,7 @@ class AsyncClient:
         cursor: str | None = None,
     ) -> ArrowPage:
         """One page (up to ``limit`` completed times in ``[start, end)``) as an Arrow stream."""
-        params = {"limit": str(limit)}
-        if start is not None:
-            params["from"] = orjson.dumps(start).decode()
-        if end is not None:
-            params["to"] = orjson.dumps(end).decode()
-        if cursor is not None:
-            params["cursor"] = cursor
+        params = _page_params(start, end, limit, cursor)
         raw, headers = await self.request_bytes(
             "GET",
             f"/v1/dataflows/{dataflow}/outputs/{output}/times",
@@ -342,13 +336,7 @@ class AsyncClient:
         cursor: str | None = None,
     ) -> Any:
         """One JSON page: ``{"times": [{"time", "records"}], "frontier", "next_cursor"}``."""
-        params = {"limit": str(limit)}
-        if start is not None:
-            params["from"] = orjson.dumps(start).decode()
-        if end is not None:
-            params["to"] = orjson.dumps(end).decode()
-        if cursor is not None:
-            params["cursor"] = cursor
+        params = _page_params(start, end, limit, cursor)
         return await self.request(
             "GET", f"/v1/dataflows/{dataflow}/outputs/{output}/times", params=params
         )
@@ -444,3 +432,15 @@ class AsyncSession:
     async def close(self) -> Any:
         """Close the session."""
         return await self.client.request("DELETE", self._path)
+
+
+def _page_params(start: Any, end: Any, limit: int, cursor: str | None) -> dict[str, str]:
+    """The query of a page of completed times in ``[start, end)``."""
+    params = {"limit": str(limit)}
+    if start is not None:
+        params["from"] = orjson.dumps(start).decode()
+    if end is not None:
+        params["to"] = orjson.dumps(end).decode()
+    if cursor is not None:
+        params["cursor"] = cursor
+    return params

@@ -13,10 +13,13 @@ import asyncio
 import logging
 import math
 import time as wallclock
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from operators.runtime.cluster import PeerLost
+from service.app.dataflow import Dataflow
 from service.app.errors import ServiceError, Unavailable
+from service.app.inputs import ProducerInput
 from service.app.journal import Journal
 from service.app.placement import Placement
 from service.app.plugins import load_operator_plugins
@@ -26,6 +29,8 @@ from service.app.settings import Settings
 from service.app.views import StoreStats
 
 log = logging.getLogger("frontier.service")
+
+T = TypeVar("T")
 
 
 class Runner:
@@ -183,28 +188,18 @@ class Runner:
 
     async def close_abandoned_sessions(self, now: float | None = None) -> int:
         """Close every session whose socket ended ``session_grace_seconds`` ago; how many."""
-        now = wallclock.time() if now is None else now
-        closed = 0
-        for dataflow in list(self.registry.by_id.values()):
-            for producer in list(dataflow.inputs.values()):
-                try:
-                    gone = producer.close_abandoned(now)
-                    if gone:
-                        await producer.durable()
-                except ServiceError as error:  # a full disk: the next round tries again
-                    log.warning("closing sessions of %s waits: %s", dataflow.id, error)
-                    continue
-                for session in gone:
-                    log.info(
-                        "session %s of input %r of dataflow %s closed: its socket ended "
-                        "%g s ago and none resumed it (session_grace_seconds)",
-                        session,
-                        producer.name,
-                        dataflow.id,
-                        self.settings.limits.session_grace_seconds,
-                    )
-                closed += len(gone)
-        return closed
+        grace = self.settings.limits.session_grace_seconds
+        gone = await self._each_input(lambda producer, at: producer.close_abandoned(at), now)
+        for dataflow, producer, session in gone:
+            log.info(
+                "session %s of input %r of dataflow %s closed: its socket ended %g s ago and "
+                "none resumed it (session_grace_seconds)",
+                session,
+                producer.name,
+                dataflow.id,
+                grace,
+            )
+        return len(gone)
 
     async def expire_transactions(self, now: float | None = None) -> int:
         """Expire every transaction due at ``now`` (default: the wall clock); how many.
@@ -212,29 +207,40 @@ class Runner:
         Each expiry is in its input's log (durable before this returns) so that a restart
         does not bring the transaction back.
         """
+        seconds = self.settings.limits.staged_transaction_seconds
+        gone = await self._each_input(lambda producer, at: producer.expire(at), now)
+        for dataflow, producer, (transaction, records) in gone:
+            log.info(
+                "transaction %r of input %r of dataflow %s expired: %d records discarded "
+                "(staged_transaction_seconds %g)",
+                transaction,
+                producer.name,
+                dataflow.id,
+                records,
+                seconds,
+            )
+        return len(gone)
+
+    async def _each_input(
+        self, action: Callable[[ProducerInput, float], list[T]], now: float | None
+    ) -> list[tuple[Dataflow, ProducerInput, T]]:
+        """``action(input, now)`` on every input, each durable before the next; what went.
+
+        An input whose log refuses the write (a full disk) is left for the next round.
+        """
         now = wallclock.time() if now is None else now
-        expired = 0
+        done: list[tuple[Dataflow, ProducerInput, T]] = []
         for dataflow in list(self.registry.by_id.values()):
             for producer in list(dataflow.inputs.values()):
                 try:
-                    gone = producer.expire(now)
+                    gone = action(producer, now)
                     if gone:
                         await producer.durable()
                 except ServiceError as error:  # a full disk: the next round tries again
-                    log.warning("expiring transactions of %s waits: %s", dataflow.id, error)
+                    log.warning("inputs of %s wait: %s", dataflow.id, error)
                     continue
-                for transaction, records in gone:
-                    log.info(
-                        "transaction %r of input %r of dataflow %s expired: %d records "
-                        "discarded (staged_transaction_seconds %g)",
-                        transaction,
-                        producer.name,
-                        dataflow.id,
-                        records,
-                        self.settings.limits.staged_transaction_seconds,
-                    )
-                expired += len(gone)
-        return expired
+                done.extend((dataflow, producer, item) for item in gone)
+        return done
 
     # ----------------------------------------------------------------- stopping
 

@@ -23,6 +23,7 @@ import pytest
 
 from service.store.log import Log, encode_frame
 from tests.e2e.conftest import REPO, Server, launch
+from tests.e2e.test_store import call
 
 FIXTURES = Path(__file__).parent / "fixtures"
 EXPECTED = json.loads((FIXTURES / "datadir-format1.json").read_text())
@@ -33,14 +34,6 @@ def unpack(workdir: Path) -> Path:
     with tarfile.open(FIXTURES / "datadir-format1.tar.gz") as archive:
         archive.extractall(workdir, filter="data")
     return workdir / "data"
-
-
-async def call(
-    http: aiohttp.ClientSession, server: Server, method: str, path: str, body: Any = None
-) -> Any:
-    async with http.request(method, server.url + path, json=body) as response:
-        assert response.status < 300, await response.text()
-        return await response.json(content_type=None)
 
 
 async def answers(http: aiohttp.ClientSession, server: Server) -> dict[str, Any]:
