@@ -228,6 +228,12 @@ class Worker:
         active = self._active
         if not active:
             return False
+        if len(active) == 1:  # the usual case: no turns to take
+            index = active.pop()
+            self.slice_deadline = perf_counter() + SLICE_SECONDS
+            self._schedule(index)
+            self.slice_deadline = float("inf")
+            return True
         order = sorted(active)
         start = next((i for i, index in enumerate(order) if index > self._turn), 0)
         order = order[start:] + order[:start]
