@@ -179,6 +179,7 @@ def input_json(view: InputView) -> dict[str, Any]:
         "time": optional_time_json(view.time),
         "closed": view.closed,
         "records_in": view.records_in,
+        "dropped_late": view.dropped_late,
         "sessions": [{"session": s.id, "time": encode_time(s.time)} for s in view.sessions],
         "staged": view.staged,
         "transactions": [
@@ -199,6 +200,7 @@ def input_from_json(document: dict[str, Any]) -> InputView:
         [SessionView(s["session"], time_from_json(s["time"])) for s in document["sessions"]],
         document["staged"],
         {t["transaction"]: t["staged"] for t in document["transactions"]},
+        document.get("dropped_late", 0),  # a process of an earlier release says nothing
     )
 
 

@@ -97,6 +97,13 @@ TransactionId: TypeAlias = Annotated[str, Field(min_length=1, max_length=200)]
 MAX_DISCARD = 100_000
 """The most transactions a commit may discard (a Spark job's attempts at every partition)."""
 
+DIGEST_PATTERN = r"^[A-Za-z0-9_.:+/=-]{1,128}$"
+"""A commit's ``digest``: up to 128 letters, digits and ``_ . : + / = -`` (hex, base64, a
+prefix naming the hash)."""
+
+MAX_DROPPED = 2**63 - 1
+"""The most rows a commit may say it dropped."""
+
 
 class _Body(BaseModel):
     """Strict, closed and immutable: what every body and frame model shares."""
@@ -209,6 +216,13 @@ class Commit(_Body):
     discard: list[TransactionId] = Field(default_factory=list, max_length=MAX_DISCARD)
     """Transactions to abort once the commit is done (now, or before under the key): the
     producer's leftovers, such as failed attempts' transactions, cleaned up in the same call."""
+    digest: str | None = Field(default=None, pattern=DIGEST_PATTERN)
+    """What the producer's write staged, in its own terms (the Spark sink: a SHA-256 of its
+    rows). Under a key used before, equal digests answer the first commit's ack whatever
+    transactions are named; different ones are 409 ``idempotency-key-reused``."""
+    dropped: int = Field(default=0, ge=0, le=MAX_DROPPED)
+    """Rows the producer's write dropped as late (before the input's time): added to the
+    input's ``dropped_late`` when the commit is applied (once per key)."""
 
     @field_validator("transactions")
     @classmethod

@@ -180,12 +180,17 @@ class AsyncClient:
         idempotency_key: str,
         advance_to: Any = None,
         discard: list[str] | None = None,
+        digest: str | None = None,
+        dropped: int = 0,
     ) -> Any:
         """Commit staged transactions without a session, at the input's time; the ack.
 
         ``advance_to`` moves the input there (when no session holds it back); with no
         transactions the commit only advances. The same key again answers the same ack.
         ``discard`` names transactions to abort once the commit is done (leftovers).
+        ``digest`` is what the write staged (under a key used before, an equal digest is
+        answered with the first ack, another is 409 ``idempotency-key-reused``); ``dropped``
+        the rows it dropped as late (counted by the input).
         """
         body: dict[str, Any] = {
             "transactions": transactions,
@@ -194,6 +199,10 @@ class AsyncClient:
         }
         if discard:
             body["discard"] = discard
+        if digest is not None:
+            body["digest"] = digest
+        if dropped:
+            body["dropped"] = dropped
         return await self.request("POST", f"/v1/dataflows/{dataflow}/inputs/{input}/commit", body)
 
     async def input(self, dataflow: str, input: str) -> Any:

@@ -10,8 +10,9 @@ PROBLEMS = "https://frontier.dev/problems/"
 """The prefix of every problem ``type`` the server answers (``PROBLEMS + slug``)."""
 
 IDEMPOTENCY_KEY_REUSED = PROBLEMS + "idempotency-key-reused"
-"""A commit's idempotency key was used before for other transactions (409): that commit was
-applied, this one was not."""
+"""A commit's idempotency key was used before for other rows (the problem's ``digest`` is the
+first commit's) or, without digests, other transactions (409): that commit was applied, this
+one was not."""
 
 
 class FrontierError(Exception):

@@ -16,7 +16,7 @@ from service.app import DataflowManager
 
 
 class ManagerCollector(Collector):
-    """Records in and out, frontier lag, subscribers and queue depths, per dataflow.
+    """Records in and out, late rows dropped, frontier lag, subscribers, queues, per dataflow.
 
     Per-dataflow series are of one tenant's dataflows (``tenant``); with ``tenant=None``
     there are none, only what names no dataflow: counts by status, the store's figures.
@@ -30,6 +30,11 @@ class ManagerCollector(Collector):
         """One sample per input, output and dataflow."""
         records_in = CounterMetricFamily(
             "frontier_records_in", "Records pushed into an input", labels=["dataflow", "input"]
+        )
+        dropped_late = CounterMetricFamily(
+            "frontier_records_dropped_late",
+            "Rows producers dropped as late (before the input's time), as their commits said",
+            labels=["dataflow", "input"],
         )
         records_out = CounterMetricFamily(
             "frontier_records_out", "Records leaving at an output", labels=["dataflow", "output"]
@@ -57,6 +62,8 @@ class ManagerCollector(Collector):
                 continue  # the count only: no dataflow's id without its tenant's token
             for name, count in stats.records_in.items():
                 records_in.add_metric([stats.id, name], count)
+            for name, count in stats.dropped_late.items():
+                dropped_late.add_metric([stats.id, name], count)
             for name, output in stats.outputs.items():
                 labels = [stats.id, name]
                 records_out.add_metric(labels, output.records_out)
@@ -67,7 +74,7 @@ class ManagerCollector(Collector):
         for status, count in by_status.items():
             dataflows.add_metric([status], count)
         yield from self._store()
-        yield from (records_in, records_out, lag, subscribers, queued, dataflows)
+        yield from (records_in, dropped_late, records_out, lag, subscribers, queued, dataflows)
 
     def _store(self) -> Iterator[Metric]:
         stats = self._manager.store_stats()

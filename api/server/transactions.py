@@ -57,6 +57,8 @@ async def commit(request: web.Request) -> web.Response:
         body.idempotency_key,
         body.advance_to,
         body.discard,
+        body.digest,
+        body.dropped,
     )
     await producer.durable()
     return json_response(ack_json(ack))
@@ -67,7 +69,13 @@ async def commit_input(request: web.Request) -> web.Response:
     producer = producer_of(request)
     body = await parse(request, InputCommit)
     ack = producer.commit(
-        None, list(body.transactions), body.idempotency_key, body.advance_to, body.discard
+        None,
+        list(body.transactions),
+        body.idempotency_key,
+        body.advance_to,
+        body.discard,
+        body.digest,
+        body.dropped,
     )
     await producer.durable()
     return json_response(ack_json(ack))

@@ -9,6 +9,23 @@ from api.spark.options import OptionError, sink_options, source_options, source_
 from api.spark.sink import FrontierStreamWriter, FrontierWriter
 from api.spark.source import FrontierReader, FrontierStreamReader
 
+WATERMARK_DELAY = "spark.watermarkDelayMs"
+"""The metadata Spark puts on the column of a query's watermark (``withWatermark``)."""
+
+
+def watermark_delays(schema: StructType) -> dict[str, int]:
+    """The query's watermarked columns and their delays (ms), as the writer's schema says.
+
+    Spark keeps a watermark only on a TIMESTAMP column (on an integer column ``withWatermark``
+    is refused), so none can be the sink's integer ``timeColumn``: they are only named when
+    ``allowedLateness`` is missing.
+    """
+    return {
+        field.name: int(field.metadata[WATERMARK_DELAY])
+        for field in schema.fields
+        if WATERMARK_DELAY in (field.metadata or {})
+    }
+
 
 class FrontierDataSource(DataSource):  # type: ignore[misc,unused-ignore]
     """Reads completed times of a Frontier output; writes rows into a Frontier input.
@@ -41,5 +58,11 @@ class FrontierDataSource(DataSource):  # type: ignore[misc,unused-ignore]
         return FrontierWriter(sink_options(self.options))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> FrontierStreamWriter:
-        """A streaming writer into an input."""
-        return FrontierStreamWriter(sink_options(self.options, streaming=True))
+        """A streaming writer into an input.
+
+        Spark calls it when it plans the query's first micro-batch (and again for each
+        commit): options a stream cannot run with (a ``timeColumn`` without
+        ``allowedLateness``, say) stop the query there, before anything is written.
+        """
+        options = sink_options(self.options, streaming=True, watermarks=watermark_delays(schema))
+        return FrontierStreamWriter(options)

@@ -41,6 +41,13 @@ DEFAULT_MAX_TASK_ATTEMPTS = 4
 """Spark's default ``spark.task.maxFailures``: the attempts whose leftovers commit and abort
 sweep away."""
 
+DEFAULT_COMMIT_RETRY_SECONDS = 60.0
+"""How long the committer keeps making its idempotent commit again while the server cannot
+answer (a restart takes a few seconds, a recovery of a large log longer)."""
+
+MAX_COMMIT_RETRY_SECONDS = 86_400.0
+"""The longest ``commitRetrySeconds``: a day."""
+
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 _ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_-]{0,99}$")
 
@@ -70,6 +77,7 @@ SINK_OPTIONS = (
     "maxTaskAttempts",
     "allowedLateness",
     "lateRows",
+    "commitRetrySeconds",
 )
 """Every option the sink takes."""
 SOURCE_OPTIONS = (
@@ -212,13 +220,20 @@ class SinkOptions:
     max_task_attempts: int = DEFAULT_MAX_TASK_ATTEMPTS
     allowed_lateness: int = 0
     """With ``time_column`` and ``advance`` max: how many of the latest times written stay
-    open after a commit (the input advances to the largest time written + 1 - this)."""
+    open after a commit (the input advances to the largest time written + 1 - this). A
+    stream must give it."""
     late_rows: LateRows = "fail"
     """What becomes of rows before the input's time: ``fail`` the write (unless it was
-    committed before: a re-run), or ``drop`` them."""
+    committed before: a re-run), or ``drop`` them (and count them, on the server). ``drop``
+    by default for a stream with ``time_column``, ``fail`` otherwise."""
+    commit_retry_seconds: float = DEFAULT_COMMIT_RETRY_SECONDS
+    """How long the committer makes its idempotent commit again (with backoff) while the
+    server does not answer or answers 503."""
 
 
-def sink_options(raw: Mapping[str, str], streaming: bool = False) -> SinkOptions:
+def sink_options(
+    raw: Mapping[str, str], streaming: bool = False, watermarks: Mapping[str, int] | None = None
+) -> SinkOptions:
     """The sink's options; :class:`OptionError` if one is missing or wrong.
 
     Options: ``url``, ``dataflow``, ``input`` (required); ``timeColumn`` or ``time`` (one is
@@ -226,9 +241,13 @@ def sink_options(raw: Mapping[str, str], streaming: bool = False) -> SinkOptions
     ``valueColumn``; ``advanceFrontier`` (``max``: past the largest time written, the default;
     ``none``; ``close``: close the input); ``writerId`` (required: it names the write, and
     keys its idempotent commit, or each micro-batch's); ``allowedLateness`` (with
-    ``timeColumn``: how many of the latest times written stay open); ``lateRows`` (``fail``
-    or ``drop``); ``batchSize`` (rows per request); ``maxTaskAttempts``; ``token``;
-    ``timeout``.
+    ``timeColumn``: how many of the latest times written stay open; required for a stream
+    with ``timeColumn`` and ``advanceFrontier`` max); ``lateRows`` (``fail`` or ``drop``;
+    ``drop`` by default for a stream with ``timeColumn``); ``commitRetrySeconds`` (how long
+    the commit is made again while the server cannot answer, 60 by default); ``batchSize``
+    (rows per request); ``maxTaskAttempts``; ``token``; ``timeout``. ``watermarks`` are the
+    query's watermarked columns and their delays (ms), named when ``allowedLateness`` is
+    missing.
     """
     options = _lower(raw)
     _known(options, SINK_OPTIONS, "sink")
@@ -241,7 +260,9 @@ def sink_options(raw: Mapping[str, str], streaming: bool = False) -> SinkOptions
     advance = _advance(options, streaming)
     writer_id = _writer_id(options, streaming)
     lateness = _lateness(options, time_column, advance)
-    late_rows = _late_rows(options)
+    if streaming and time_column is not None and advance == "max" and lateness is None:
+        raise OptionError(_lateness_needed(time_column, watermarks or {}))
+    late_rows = _late_rows(options, "drop" if streaming and time_column else "fail")
     batch_size = _int(options, "batchSize", DEFAULT_BATCH_SIZE, 1, MAX_BATCH_SIZE)
     attempts = _int(options, "maxTaskAttempts", DEFAULT_MAX_TASK_ATTEMPTS, 1, 1000)
     assert batch_size is not None and attempts is not None
@@ -256,8 +277,9 @@ def sink_options(raw: Mapping[str, str], streaming: bool = False) -> SinkOptions
         writer_id,
         batch_size,
         attempts,
-        lateness,
+        lateness or 0,
         late_rows,
+        _seconds(options, "commitRetrySeconds", DEFAULT_COMMIT_RETRY_SECONDS),
     )
 
 
@@ -311,11 +333,10 @@ def _writer_id(options: dict[str, str], streaming: bool) -> str:
     return writer_id
 
 
-def _lateness(options: dict[str, str], time_column: str | None, advance: Advance) -> int:
-    """The sink's ``allowedLateness``: only for rows with their own times, advanced to max."""
-    lateness = _int(options, "allowedLateness", 0)
-    assert lateness is not None
-    if "allowedlateness" in options and (time_column is None or advance != "max"):
+def _lateness(options: dict[str, str], time_column: str | None, advance: Advance) -> int | None:
+    """The sink's ``allowedLateness`` (``None``: not given): for rows with their own times."""
+    lateness = _int(options, "allowedLateness", None)
+    if lateness is not None and (time_column is None or advance != "max"):
         raise OptionError(
             "option 'allowedLateness' is for rows with their own times (option 'timeColumn') "
             "written with advanceFrontier max: it keeps the latest times open for late rows"
@@ -323,9 +344,45 @@ def _lateness(options: dict[str, str], time_column: str | None, advance: Advance
     return lateness
 
 
-def _late_rows(options: dict[str, str]) -> LateRows:
-    """The sink's ``lateRows``: ``fail`` (the default) or ``drop``."""
-    late_rows = options.get("laterows", "fail").strip().lower()
+def _lateness_needed(time_column: str, watermarks: Mapping[str, int]) -> str:
+    """Why a stream with event times needs ``allowedLateness``, and why no watermark gives it."""
+    message = (
+        f"a streaming write with option 'timeColumn' ({time_column!r}) and advanceFrontier max "
+        f"needs option 'allowedLateness': how many of the latest times written a later "
+        f"micro-batch may still write into. The input is kept that far behind the largest "
+        f"time written so far, so no time is reported complete while a later micro-batch may "
+        f"still write into it; rows later still are dropped and counted (lateRows=drop, the "
+        f"default for streams). Give 0 if no micro-batch ever goes back in time."
+    )
+    if watermarks:
+        named = ", ".join(f"{name!r} ({delay} ms)" for name, delay in watermarks.items())
+        message += (
+            f" The query's watermark on {named} cannot give it: Spark keeps a watermark on a "
+            f"TIMESTAMP column, in milliseconds, and the sink's times are integers in units "
+            f"of your own."
+        )
+    return message
+
+
+def _seconds(options: dict[str, str], key: str, default: float) -> float:
+    """A number of seconds from 0 to :data:`MAX_COMMIT_RETRY_SECONDS` (a fraction too)."""
+    raw = options.get(key.lower())
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = float(raw.strip())
+    except ValueError:
+        raise OptionError(f"option {key!r} must be a number of seconds, not {raw!r}") from None
+    if not 0 <= value <= MAX_COMMIT_RETRY_SECONDS:  # NaN too
+        raise OptionError(
+            f"option {key!r} must be from 0 to {MAX_COMMIT_RETRY_SECONDS:g} seconds, not {raw!r}"
+        )
+    return value
+
+
+def _late_rows(options: dict[str, str], default: LateRows) -> LateRows:
+    """The sink's ``lateRows``: ``fail`` or ``drop`` (``default`` when not given)."""
+    late_rows = options.get("laterows", default).strip().lower()
     if late_rows not in ("fail", "drop"):
         raise OptionError(
             f"option 'lateRows' must be fail (a row before the input's time fails the write) "

@@ -125,7 +125,8 @@ def stats(dataflow: Dataflow) -> DataflowStats:
             sum(len(s.queue) for s in log.subscribers),
         )
     records_in = {name: p.records_in for name, p in dataflow.inputs.items()}
-    return DataflowStats(dataflow.id, dataflow.status, records_in, outputs)
+    dropped_late = {name: p.dropped_late for name, p in dataflow.inputs.items()}
+    return DataflowStats(dataflow.id, dataflow.status, records_in, outputs, dropped_late)
 
 
 def explain(

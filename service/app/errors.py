@@ -51,22 +51,30 @@ class Conflict(ServiceError):
 
 
 class IdempotencyKeyReused(Conflict):
-    """A commit's idempotency key was already used to commit a different set of transactions.
+    """A commit's idempotency key was already used to commit other work.
 
     A conflict of its own type (``idempotency-key-reused``), so a client can tell it from the
-    other conflicts by ``type`` alone: a replay that named other transactions (for example a
-    Spark micro-batch replayed with other task attempts) was committed before, and nothing
-    of this request was applied. ``idempotency_key`` and ``committed`` (the transactions
-    committed under the key) travel as extension members of the problem.
+    other conflicts by ``type`` alone: either both commits carry a digest of their rows and
+    the digests differ (the key committed other rows), or one of them carries none and they
+    name other transactions (for example a Spark micro-batch replayed with other task
+    attempts, by a producer that sends no digest). Nothing of this request was applied.
+    ``idempotency_key``, ``committed`` (the transactions committed under the key) and, when
+    that commit had one, ``digest`` (its digest) travel as extension members of the problem.
     """
 
     slug = "idempotency-key-reused"
     title = "Idempotency key reused"
 
-    def __init__(self, detail: str, idempotency_key: str, committed: list[str]) -> None:
-        super().__init__(detail, idempotency_key=idempotency_key, committed=committed)
+    def __init__(
+        self, detail: str, idempotency_key: str, committed: list[str], digest: str | None
+    ) -> None:
+        extra: dict[str, Any] = {"idempotency_key": idempotency_key, "committed": committed}
+        if digest is not None:
+            extra["digest"] = digest
+        super().__init__(detail, **extra)
         self.idempotency_key = idempotency_key
         self.committed = committed
+        self.digest = digest
 
 
 class Gone(ServiceError):

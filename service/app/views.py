@@ -8,7 +8,7 @@ WebSocket frames. Times in them are engine times (``int`` or
 from __future__ import annotations
 
 from collections.abc import Hashable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -43,6 +43,8 @@ class InputView:
     staged: int
     transactions: dict[str, int]
     """Records staged per open transaction."""
+    dropped_late: int = 0
+    """Rows producers dropped as late (before the input's time), as their commits said."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,6 +185,8 @@ class DataflowStats:
     records_in: dict[str, int]
     """Per input."""
     outputs: dict[str, OutputStats]
+    dropped_late: dict[str, int] = field(default_factory=dict)
+    """Per input: rows producers dropped as late, as their commits said."""
 
 
 @dataclass(frozen=True, slots=True)

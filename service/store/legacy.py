@@ -29,6 +29,7 @@ from service.store.operations import (
     Close,
     CloseSession,
     Commit,
+    CommitState,
     Expire,
     ExpiryState,
     Frame,
@@ -101,7 +102,7 @@ def _checkpoint(state: dict[str, Any]) -> Checkpoint:
     for key, (ids, ack) in state["commits"]:
         logged = _ack(ack)
         assert logged is not None
-        commits.append((key, tuple(ids), logged))
+        commits.append(CommitState(key, tuple(ids), logged))
     time = state["time"]
     return Checkpoint(
         None if time is None else [time],

@@ -89,6 +89,19 @@ class ExpiryState:
 
 
 @dataclass(frozen=True, slots=True)
+class CommitState:
+    """An idempotency key in a checkpoint: what it committed, its answer, the rows' digest.
+
+    ``digest`` is ``None`` for a commit that carried none (and in format 1 checkpoints).
+    """
+
+    key: str
+    transactions: tuple[str, ...]
+    ack: LoggedAck
+    digest: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Checkpoint:
     """An input's state as producers know it: where a replay starts once earlier frames go."""
 
@@ -98,9 +111,11 @@ class Checkpoint:
     """The input's own frontier (``None``: closed)."""
     sessions: list[SessionState] = field(default_factory=list)
     transactions: list[TransactionState] = field(default_factory=list)
-    commits: list[tuple[str, tuple[str, ...], LoggedAck]] = field(default_factory=list)
+    commits: list[CommitState] = field(default_factory=list)
     expired: list[ExpiryState] = field(default_factory=list)
     records_in: int = 0
+    dropped_late: int = 0
+    """Rows producers said they dropped as late (``dropped`` of the commits applied)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,7 +191,11 @@ class Expire:
 
 @dataclass(frozen=True, slots=True)
 class Commit:
-    """Transactions committed under an idempotency key, perhaps advancing; leftovers gone."""
+    """Transactions committed under an idempotency key, perhaps advancing; leftovers gone.
+
+    ``digest`` is what the producer says its write staged (``None``: it says nothing), and
+    ``dropped`` how many rows it dropped as late; format 1 frames have neither.
+    """
 
     kind: ClassVar[str] = "commit"
 
@@ -185,6 +204,8 @@ class Commit:
     key: str
     advance_to: Hashable | None
     discard: list[str]
+    digest: str | None = None
+    dropped: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,7 +251,7 @@ def _header(frame: Frame) -> tuple[dict[str, Any], list[Batch]]:
             return {"op": "abort", "transaction": transaction}, []
         case Expire(transaction, now):
             return {"op": "expire", "transaction": transaction, "now": now}, []
-        case Commit(session, transactions, key, advance_to, discard):
+        case Commit(session, transactions, key, advance_to, discard, digest, dropped):
             return {
                 "op": "commit",
                 "session": session,
@@ -238,6 +259,8 @@ def _header(frame: Frame) -> tuple[dict[str, Any], list[Batch]]:
                 "key": key,
                 "advance_to": _time(advance_to),
                 "discard": discard,
+                "digest": digest,
+                "dropped": dropped,
             }, []
         case Close():
             return {"op": "close"}, []
@@ -258,10 +281,17 @@ def _checkpoint_header(checkpoint: Checkpoint) -> tuple[dict[str, Any], list[Bat
             [t.id, t.touched, [[c.format, len(c.data)] for c in t.chunks]]
             for t in checkpoint.transactions
         ],
-        "commits": [[key, list(ids), _ack(ack)] for key, ids, ack in checkpoint.commits],
+        "commits": [_commit_state(c) for c in checkpoint.commits],
         "expired": [[e.id, e.touched, e.expired_at, e.records] for e in checkpoint.expired],
         "records_in": checkpoint.records_in,
+        "dropped_late": checkpoint.dropped_late,
     }, batches
+
+
+def _commit_state(state: CommitState) -> list[Any]:
+    """``[key, transactions, ack]``, and the digest after them when the commit had one."""
+    entry = [state.key, list(state.transactions), _ack(state.ack)]
+    return entry if state.digest is None else [*entry, state.digest]
 
 
 def encode(frame: Frame) -> bytes:
@@ -326,6 +356,8 @@ def _frame(header: dict[str, Any], data: bytes) -> Frame:
                 header["key"],
                 _optional_time(header["advance_to"]),
                 list(header["discard"]),
+                header.get("digest"),  # frames written before digests have none
+                header.get("dropped", 0),
             )
         case "close":
             return Close()
@@ -362,10 +394,19 @@ def _checkpoint(header: dict[str, Any], data: bytes) -> Checkpoint:
             for session, time, seq, ack in header["sessions"]
         ],
         transactions,
-        [(key, tuple(ids), _acked(ack)) for key, ids, ack in header["commits"]],
+        [_committed(entry) for entry in header["commits"]],
         [ExpiryState(*expiry) for expiry in header["expired"]],
         header["records_in"],
+        header.get("dropped_late", 0),  # checkpoints written before it have none
     )
+
+
+def _committed(entry: list[Any]) -> CommitState:
+    """A checkpoint's idempotency key: ``[key, transactions, ack]`` and perhaps a digest."""
+    key, ids, ack, *digest = entry
+    if len(digest) > 1:
+        raise BadOperation(f"idempotency key {key!r} has {len(entry)} fields, not 3 or 4")
+    return CommitState(key, tuple(ids), _acked(ack), digest[0] if digest else None)
 
 
 def _acked(value: Any) -> LoggedAck:

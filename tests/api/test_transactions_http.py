@@ -213,6 +213,7 @@ async def test_an_input_shows_its_sessions_and_staged_transactions(
             "time": 0,
             "closed": False,
             "records_in": 0,
+            "dropped_late": 0,
             "sessions": [{"session": opened["session"], "time": 4}],
             "staged": 5,
             "transactions": [
@@ -230,6 +231,7 @@ async def test_an_input_shows_its_sessions_and_staged_transactions(
         "time": None,
         "closed": True,
         "records_in": 0,
+        "dropped_late": 0,
         "sessions": [],
         "staged": 0,
         "transactions": [],
@@ -287,6 +289,59 @@ async def test_a_key_used_for_other_transactions_has_its_own_problem_type(
         )
     page = await complete(client, dataflow, [1])
     assert page["times"] == [{"time": 0, "records": ["x"]}]
+
+
+async def test_a_commit_with_a_digest_and_dropped_rows(client: TestClient[Any, Any]) -> None:
+    """The same digest under a key answers the first ack whatever the transactions; another
+    is idempotency-key-reused naming the first digest; the dropped rows are counted once,
+    in the input's description and in /metrics."""
+    dataflow = await create(client)
+    base = f"/v1/dataflows/{dataflow}/inputs/rows"
+    await client.put(f"{base}/transactions/p0.a0", data=b'{"records": [[0, "x"], [1, "y"]]}')
+    body = {"idempotency_key": "spark.w", "advance_to": 2, "digest": "sha:1", "dropped": 5}
+    first = await commit(client, dataflow, transactions=["p0.a0"], **body)
+    ack = {"seq": None, "session_time": None, "input_frontier": [2], "applied": 2}
+    assert (first.status, await first.json()) == (200, ack)
+    # A run again whose rows were all late: nothing staged, the same digest.
+    again = await commit(client, dataflow, transactions=[], discard=["p0.a0", "p0.a1"], **body)
+    assert (again.status, await again.json()) == (200, ack)
+    await client.put(f"{base}/transactions/p0.a1", data=b'{"records": [[2, "z"]]}')
+    other = await commit(client, dataflow, transactions=["p0.a1"], **{**body, "digest": "sha:2"})
+    assert await answer(other) == (
+        409,
+        PROBLEM,
+        {
+            "type": "https://frontier.dev/problems/idempotency-key-reused",
+            "title": "Idempotency key reused",
+            "status": 409,
+            "detail": "idempotency key 'spark.w' committed other rows (digest 'sha:1') than "
+            "this commit's (digest 'sha:2'): nothing was applied",
+            "idempotency_key": "spark.w",
+            "committed": ["p0.a0"],
+            "digest": "sha:1",
+        },
+    )
+    described = await (await client.get(base)).json()
+    assert (described["records_in"], described["dropped_late"], described["staged"]) == (2, 5, 1)
+    await client.put(f"{base}/transactions/v", data=b'{"records": [[2, "v"]]}')
+    await commit(client, dataflow, transactions=["v"], idempotency_key="spark.v", dropped=3)
+    metrics = await (await client.get("/metrics")).text()
+    assert (
+        f'frontier_records_dropped_late_total{{dataflow="{dataflow}",input="rows"}} 8.0'
+        in metrics.splitlines()
+    )
+    assert (await (await client.get(base)).json())["dropped_late"] == 8
+    for bad, detail in (
+        ({"digest": "a b"}, "String should match pattern '^[A-Za-z0-9_.:+/=-]{1,128}$'"),
+        ({"dropped": -1}, "Input should be greater than or equal to 0"),
+    ):
+        refused = await commit(client, dataflow, transactions=[], idempotency_key="k", **bad)
+        status, kind, problem = await answer(refused)
+        assert (status, kind, problem["problems"]) == (
+            422,
+            PROBLEM,
+            [{"pointer": f"/{next(iter(bad))}", "detail": detail}],
+        )
 
 
 async def test_a_commit_without_a_session_refuses_a_bad_body(client: TestClient[Any, Any]) -> None:

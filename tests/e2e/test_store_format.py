@@ -53,11 +53,13 @@ KEEP_STAGED = {"limits": {"staged_transaction_seconds": 3.2e9}}
 """The fixture's open transaction was staged when it was made: it must not expire meanwhile."""
 
 EXPECTED_ANSWERS = {
-    "input": EXPECTED["input"],
+    # An input's description has gained dropped_late since: a format 1 log has no dropped
+    # rows (its commits say none), so 0.
+    "input": {**EXPECTED["input"], "dropped_late": 0},
     "times": EXPECTED["times"],
     "inputs": EXPECTED["described"]["inputs"],
     "outputs": EXPECTED["described"]["outputs"],
-    "product_input": EXPECTED["product_input"],
+    "product_input": {**EXPECTED["product_input"], "dropped_late": 0},
 }
 
 

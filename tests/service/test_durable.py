@@ -153,6 +153,63 @@ async def test_keys_transactions_and_closed_sessions_survive_a_restart(
     assert counts(log) == {3: [("a", 1), ("c", 1)], 4: [("b", 1)]}
 
 
+async def test_digests_and_dropped_rows_survive_a_restart(managers: Callable[..., Any]) -> None:
+    first = await managers()
+    record = await first.create("t", COUNT)
+    x = first.input("t", record.id, "x")
+    x.stage("w.p0.a0", [(3, "a"), (4, "b")])
+    ack = x.commit(None, ["w.p0.a0"], "w", advance_to=5, digest="d1", dropped=7)
+    x.stage("v.p0.a0", [(5, "c")])
+    x.commit(None, ["v.p0.a0"], "v", digest="d2", dropped=4)
+    await x.durable()
+    await first.stop()
+
+    second = await managers()
+    x = second.input("t", record.id, "x")
+    assert (x.records_in, x.dropped_late, x.view().dropped_late) == (3, 11, 11)
+    # The key answers the same rows (other transactions), refuses others; counted once.
+    assert x.commit(None, ["w.p0.a1"], "w", advance_to=5, digest="d1", dropped=7) == ack
+    with pytest.raises(IdempotencyKeyReused) as reused:
+        x.commit(None, ["w.p0.a0"], "w", digest="d3")
+    assert reused.value.extra == {"idempotency_key": "w", "committed": ["w.p0.a0"], "digest": "d1"}
+    assert second.stats("t")[0].dropped_late == {"x": 11}
+    await second.stop()
+
+    third = await managers()  # and the answer to the replay was not logged as another commit
+    assert third.input("t", record.id, "x").dropped_late == 11
+
+
+async def test_digests_and_dropped_rows_survive_in_a_checkpoint(
+    managers: Callable[..., Any], tmp_path: Path
+) -> None:
+    """The commit's frame is in a segment deleted since: the checkpoint heading the first
+    segment kept holds the key's digest and the count."""
+    first = await managers(segment_bytes=2048)
+    record = await first.create("t", COUNT)
+    x = first.input("t", record.id, "x")
+    x.stage("w.p0.a0", [(0, "a")])
+    ack = x.commit(None, ["w.p0.a0"], "w", advance_to=1, digest="d1", dropped=9)
+    first.commit_consumer("t", record.id, "out", "reader", None)
+    s = x.open_session()
+    for t in range(1, 40):
+        x.push(s.id, t, [(t, f"k{t % 3}")] * 20)
+        x.advance(s.id, t + 1)
+    await x.durable()
+    log = first.output("t", record.id, "out")
+    await passed(log, 40)
+    logs = tmp_path / "data" / "inputs" / record.id / "0"
+    first.commit_consumer("t", record.id, "out", "reader", 30)
+    await until(lambda: not (logs / "00000000000000000000.log").exists(), "the first segment goes")
+    await first.stop()
+
+    second = await managers(segment_bytes=2048)
+    x = second.input("t", record.id, "x")
+    assert x.dropped_late == 9
+    assert x.commit(None, [], "w", digest="d1") == ack
+    with pytest.raises(IdempotencyKeyReused):
+        x.commit(None, ["w.p0.a0"], "w", digest="d2")
+
+
 async def test_product_times_and_a_dropped_dataflow(managers: Callable[..., Any]) -> None:
     graph = {"time": {"product": ["u64", "u64"]}, **COUNT}
     first = await managers()

@@ -236,6 +236,59 @@ async def test_a_replay_after_the_implicit_session_is_gone_is_acknowledged_not_a
     assert output(log) == {0: ["a"], 1: ["b"]}
 
 
+async def test_a_key_with_a_digest_answers_the_same_rows_and_refuses_other_rows(
+    start: Start,
+) -> None:
+    """Under a key used before, equal digests answer the first ack whatever transactions
+    are named (the leftovers still go), different ones are refused, nothing applied; the
+    rows a producer dropped as late are counted once per key."""
+    _manager, _record, x, log = await dataflow(start)
+    x.stage("w.p0.a0", [(0, "a"), (1, "b")])
+    first = x.commit(None, ["w.p0.a0"], "w", advance_to=2, digest="d1", dropped=3)
+    assert first == Ack(None, None, [2], 2)
+    assert (x.records_in, x.dropped_late, x.view().dropped_late) == (2, 3, 3)
+    # A run again: another attempt staged other transactions (or none: its rows are late).
+    x.stage("w.p0.a1", [(2, "again")])
+    again = x.commit(None, ["w.p0.a1"], "w", 2, discard=["w.p0.a1"], digest="d1", dropped=3)
+    assert again is first
+    assert x.commit(None, [], "w", digest="d1", dropped=5) is first
+    assert (x.records_in, x.dropped_late, x.staged()) == (2, 3, {})
+    # Other rows under the key: refused, whatever the transactions; nothing is applied,
+    # nothing discarded, nothing counted.
+    x.stage("w.p0.a2", [(2, "other")])
+    for names in (["w.p0.a0"], ["w.p0.a2"]):
+        with pytest.raises(IdempotencyKeyReused) as reused:
+            x.commit(None, names, "w", 3, discard=["w.p0.a2"], digest="d2", dropped=1)
+        assert reused.value.detail == (
+            "idempotency key 'w' committed other rows (digest 'd1') than this commit's "
+            "(digest 'd2'): nothing was applied"
+        )
+        assert reused.value.extra == {
+            "idempotency_key": "w",
+            "committed": ["w.p0.a0"],
+            "digest": "d1",
+        }
+    assert (x.records_in, x.dropped_late, x.staged(), x.time()) == (2, 3, {"w.p0.a2": 1}, 2)
+    # Without a digest on one side, the transactions decide, as before.
+    assert x.commit(None, ["w.p0.a0"], "w") is first
+    with pytest.raises(IdempotencyKeyReused) as by_name:
+        x.commit(None, ["w.p0.a2"], "w")
+    assert (
+        by_name.value.detail
+        == "idempotency key 'w' was used to commit ['w.p0.a0'], not ['w.p0.a2']"
+    )
+    assert by_name.value.extra["digest"] == "d1"
+    x.stage("u1", [(2, "u")])
+    legacy = x.commit(None, ["u1"], "legacy", advance_to=3)
+    assert x.commit(None, ["u1"], "legacy", digest="dx") is legacy
+    with pytest.raises(IdempotencyKeyReused) as unknown:
+        x.commit(None, ["u2"], "legacy", digest="dx")
+    assert unknown.value.extra == {"idempotency_key": "legacy", "committed": ["u1"]}
+    await frontier_is(log, [3])
+    assert output(log) == {0: ["a"], 1: ["b"], 2: ["u"]}
+    assert (x.records_in, x.dropped_late) == (3, 3)
+
+
 async def test_a_key_is_the_inputs_not_the_sessions(start: Start) -> None:
     _manager, _record, x, _log = await dataflow(start)
     session = x.open_session()

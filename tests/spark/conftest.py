@@ -39,8 +39,11 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start_server(log: Path, *extra: str) -> tuple[subprocess.Popen[bytes], str]:
-    port = free_port()
+def start_server(
+    log: Path, *extra: str, port: int | None = None
+) -> tuple[subprocess.Popen[bytes], str]:
+    """A server on ``port`` (a free one by default) with its data directory beside ``log``."""
+    port = free_port() if port is None else port
     with log.open("wb") as out:
         process = subprocess.Popen(
             [

@@ -1,11 +1,12 @@
-"""A Spark batch job writing events into a dataflow: the driver the crash test kills.
+"""A Spark batch job writing events into a dataflow: the driver the crash tests run.
 
     python tests/spark/driver_job.py URL DATAFLOW WRITER ROWS
 
-Run by the test with its ``stop_before_commit`` hook on the Python path, the job's commit
+Run by a test with its ``stop_before_commit`` hook on the Python path, the job's commit
 (which Spark runs in a Python worker of the driver) writes a marker and waits instead of
 committing: the test kills the driver's process group there, as a driver that dies between
-its tasks and its commit.
+its tasks and its commit. Or it waits for the test's word before it commits: the test kills
+the server meanwhile, and starts it again while the committer retries.
 """
 
 from __future__ import annotations

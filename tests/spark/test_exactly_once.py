@@ -1,11 +1,14 @@
-"""Exactly once without caveats, in real Spark (issue 16's Spark items).
+"""Exactly once without caveats, in real Spark (issue 16's Spark items, and issue 22's).
 
 A task killed hard after staging (its Python worker SIGKILLed: it cannot abort what it
 staged) is retried, and the retry discards the dead attempt's rows instead of piling its
 own on top of them (which overflowed the staging cap). A batch job run again after its
-commit is recognised as done and finishes, applying nothing twice. A stream whose rows
-carry event times keeps the latest ``allowedLateness`` times open, and drops rows later
-still with ``lateRows=drop``.
+commit is recognised as done and finishes, applying nothing twice; one run under the same
+``writerId`` with other rows, of the same count, is refused (the rows' digests differ). A
+stream whose rows carry event times must say how late a micro-batch may write
+(``allowedLateness``); it then keeps the latest times open, drops rows later still and
+counts them on the server, and never dies of them. A server killed and started again while
+the committer retries lets the job succeed, its rows applied once.
 """
 
 from __future__ import annotations
@@ -14,6 +17,9 @@ import contextlib
 import json
 import os
 import signal
+import subprocess
+import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,7 +35,7 @@ from api.client import Client
 from api.spark.datasource import FrontierDataSource
 from api.spark.options import sink_options
 from api.spark.sink import FrontierCommitMessage, FrontierWriter
-from tests.spark.conftest import COUNTS, start_server, wait_for
+from tests.spark.conftest import COUNTS, ROOT, free_port, start_server, wait_for
 
 TIMES = 10
 KEYS = 7
@@ -187,6 +193,34 @@ def test_a_batch_job_that_leaves_the_input_where_it_is_applies_once_when_run_aga
     assert client.input(dataflow, "rows")["staged"] == 0
 
 
+def test_a_run_under_a_writer_id_with_other_rows_of_the_same_count_is_refused(
+    spark: SparkSession, server: str, client: Client
+) -> None:
+    """The same count is not the same write: the commit carries a digest of the rows."""
+    dataflow = client.create_dataflow(COUNTS)["id"]
+    writer = "other-" + uuid.uuid4().hex[:8]
+    write(events(spark, 20_000, 2), server, dataflow, writer)
+    wait_for(lambda: client.output_frontier(dataflow, "out") == [TIMES])
+    first = counts(client, dataflow)
+    assert first == expected(20_000)
+    shifted = spark.range(0, 20_000, numPartitions=2).select(  # other keys, as many rows
+        (F.col("id") % TIMES).alias("t"),
+        F.concat(F.lit("k"), ((F.col("id") + 1) % KEYS).cast("string")).alias("key"),
+    )
+    with pytest.raises(Exception, match=f"writerId '{writer}' was committed before with other"):
+        write(shifted, server, dataflow, writer)
+    assert counts(client, dataflow) == first
+    described = client.input(dataflow, "rows")
+    assert (described["frontier"], described["records_in"], described["staged"]) == (
+        [TIMES],
+        20_000,
+        0,
+    )
+    # The same rows again are the same write: recognised, and the job succeeds.
+    write(events(spark, 20_000, 2), server, dataflow, writer)
+    assert counts(client, dataflow) == first
+
+
 def test_a_batch_write_needs_a_writer_id(spark: SparkSession, server: str, client: Client) -> None:
     dataflow = client.create_dataflow(COUNTS)["id"]
     with pytest.raises(Exception, match="a write needs option 'writerId'"):
@@ -202,22 +236,23 @@ def test_a_batch_write_needs_a_writer_id(spark: SparkSession, server: str, clien
 def test_a_stream_with_event_times_keeps_the_latest_times_open_and_drops_later_rows(
     spark: SparkSession, server: str, client: Client, tmp_path: Path
 ) -> None:
-    """Micro-batches whose rows go back in time: with ``allowedLateness`` 2 the input stays
-    two times behind the latest time written, and a row before that is dropped."""
-    dataflow = client.create_dataflow(COUNTS)["id"]
-    files = tmp_path / "in"
-    files.mkdir()
+    """Micro-batches whose rows go back in time. With the defaults the query must say how
+    far (``allowedLateness``), or it stops before it writes anything; with 2, the input
+    stays two times behind the largest time written so far, so no time is reported
+    complete that a later micro-batch writes into, and a row before that is dropped (the
+    default for streams), counted on the server, and the query goes on."""
     batches = [
         [(5, "a"), (5, "b"), (6, "a")],  # the input advances to 6 + 1 - 2 = 5
         [(5, "a"), (7, "c")],  # 5 is still open; to 6
         [(4, "late"), (6, "b"), (8, "a")],  # 4 is dropped; to 7
     ]
-    for index, rows in enumerate(batches):  # one file a micro-batch, in modification order
+
+    def add(files: Path, index: int) -> None:  # one file a micro-batch, in modification order
         path = files / f"{index}.json"
-        path.write_text("".join(json.dumps({"t": t, "key": k}) + "\n" for t, k in rows))
+        path.write_text("".join(json.dumps({"t": t, "key": k}) + "\n" for t, k in batches[index]))
         os.utime(path, (1_700_000_000 + index, 1_700_000_000 + index))
 
-    def run(dataflow: str, **options: str) -> Any:
+    def run(dataflow: str, files: Path, **options: str) -> Any:
         query = (
             spark.readStream.schema("t LONG, key STRING")
             .option("maxFilesPerTrigger", 1)
@@ -237,18 +272,88 @@ def test_a_stream_with_event_times_keeps_the_latest_times_open_and_drops_later_r
             query.awaitTermination(120)
         return query
 
-    # Without the options, the input advances past 6 at the first micro-batch: the second
-    # one's row at 5 fails the query, naming the options (it died with a bare 409 before).
+    # Without allowedLateness, the writer refuses when Spark plans the first micro-batch,
+    # naming the option (on main, the input advanced past 6 at the first micro-batch and the
+    # second one's row at 5 killed the query, after time 5 was reported complete).
     strict = client.create_dataflow(COUNTS)["id"]
-    query = run(strict)
-    assert "rows are before the input's time, and spark.events-" in str(query.exception())
-    assert "option allowedLateness keeps the latest times written open" in str(query.exception())
-    assert client.input(strict, "rows")["records_in"] == 3
+    (tmp_path / "all").mkdir()
+    for index in range(len(batches)):
+        add(tmp_path / "all", index)
+    query = run(strict, tmp_path / "all")
+    assert "needs option 'allowedLateness'" in str(query.exception())
+    assert [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]] == []
+    assert client.input(strict, "rows")["records_in"] == 0
 
-    query = run(dataflow, allowedLateness="2", lateRows="drop")
-    assert query.exception() is None
-    assert [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]] == [3, 2, 3]
-    assert client.input_frontier(dataflow, "rows") == [7]
-    wait_for(lambda: client.output_frontier(dataflow, "out") == [7])
-    assert counts(client, dataflow) == {5: {"a": 2, "b": 1}, 6: {"a": 1, "b": 1}}
-    assert client.input(dataflow, "rows")["records_in"] == 7  # the late row was dropped
+    # One micro-batch at a time: what a completed time holds never changes after.
+    dataflow = client.create_dataflow(COUNTS)["id"]
+    files = tmp_path / "in"
+    files.mkdir()
+    final = {5: {"a": 2, "b": 1}, 6: {"a": 1, "b": 1}}
+    for index, (frontier, rows) in enumerate([(5, 3), (6, 2), (7, 3)]):
+        add(files, index)
+        query = run(dataflow, files, allowedLateness="2")
+        assert query.exception() is None
+        assert [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]] == [rows]
+        assert client.input_frontier(dataflow, "rows") == [frontier]
+        wait_for(lambda frontier=frontier: client.output_frontier(dataflow, "out") == [frontier])
+        assert counts(client, dataflow) == {t: c for t, c in final.items() if t < frontier}
+    described = client.input(dataflow, "rows")
+    assert (described["records_in"], described["dropped_late"]) == (7, 1)  # the row at 4
+
+
+# --------------------------------------------------------------------------- a server restart
+
+
+def test_a_server_restarted_while_the_committer_retries_lets_the_job_succeed(
+    tmp_path: Path,
+) -> None:
+    """The tasks staged their rows; the server is SIGKILLed before the job's commit, which
+    then gets no answer and makes the commit again, with backoff, for commitRetrySeconds;
+    the server is started again on its data directory (the same port) seconds later, longer
+    than the 1.5 s the committer retried before: the job succeeds, every row once."""
+    log = tmp_path / "server.log"
+    port = free_port()
+    server, url = start_server(log, port=port)
+    rows, writer = 20_000, "restarted"
+    job = [sys.executable, str(ROOT / "tests" / "spark" / "driver_job.py")]
+    marker = tmp_path / "staged"
+    hook = str(ROOT / "tests" / "spark" / "stop_before_commit")
+    try:
+        with Client(url) as client:
+            dataflow = client.create_dataflow(COUNTS)["id"]
+        driver = subprocess.Popen(
+            [*job, url, dataflow, writer, str(rows)],
+            env={
+                **os.environ,
+                "PYTHONPATH": os.pathsep.join([hook, str(ROOT)]),
+                "PYSPARK_PYTHON": sys.executable,
+                "FRONTIER_PAUSE_BEFORE_COMMIT": str(marker),
+            },
+            start_new_session=True,  # the driver, its JVM and its Python workers: together
+        )
+        try:
+            wait_for(marker.exists, timeout=180)
+            server.kill()  # SIGKILL
+            server.wait()
+            Path(f"{marker}.go").touch()  # the committer commits now: nobody answers
+            time.sleep(5)
+            assert driver.poll() is None  # still trying
+            server, _ = start_server(
+                log.with_name("server-again.log"),
+                "--data-dir",
+                str(log.with_suffix(".data")),
+                port=port,
+            )
+            assert driver.wait(timeout=300) == 0
+        finally:
+            if driver.poll() is None:
+                os.killpg(driver.pid, signal.SIGKILL)
+                driver.wait()
+        with Client(url) as client:
+            wait_for(lambda: client.output_frontier(dataflow, "out") == [TIMES], timeout=30)
+            assert counts(client, dataflow) == expected(rows)
+            described = client.input(dataflow, "rows")
+            assert (described["records_in"], described["staged"]) == (rows, 0)
+    finally:
+        server.kill()
+        server.wait()

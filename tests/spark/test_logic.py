@@ -16,10 +16,12 @@ import orjson
 import pyarrow as pa
 import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
-from pyspark.sql.types import LongType, StringType, StructField, StructType
+from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
 
 from api.client import Client, FrontierError
+from api.spark.datasource import FrontierDataSource, watermark_delays
 from api.spark.options import (
+    OptionError,
     SinkOptions,
     SourceOptions,
     sink_options,
@@ -31,13 +33,14 @@ from api.spark.sink import (
     FrontierStreamWriter,
     FrontierWriter,
     SinkError,
+    Tally,
     abort_writes,
     bodies,
     commit_writes,
     record_columns,
     write_partition,
 )
-from api.spark.sink.committer import _already_committed, _commit
+from api.spark.sink.committer import Write, _already_committed, _commit, write_digest
 from api.spark.source import (
     FrontierReader,
     FrontierStreamReader,
@@ -528,17 +531,22 @@ def test_product_times_are_read_by_their_outer_coordinate(client: Client, server
 
 
 class FlakySession:
-    """A session whose first commit answer is lost on the way back."""
+    """A server whose first answers to a commit are lost (or 503: it is recovering)."""
 
-    def __init__(self, failures: int) -> None:
+    def __init__(self, failures: int, error: Exception | None = None) -> None:
         self.failures = failures
-        self.calls: list[tuple[Any, ...]] = []
+        self.error = error or aiohttp.ClientConnectionError("connection reset")
+        self.calls: list[tuple[str, ...]] = []
 
-    def commit(self, transactions: list[str], key: str, advance: Any) -> Any:
-        self.calls.append((tuple(transactions), key, advance))
+    def commit(self, transactions: list[str]) -> Any:
+        self.calls.append(tuple(transactions))
         if len(self.calls) <= self.failures:
-            raise aiohttp.ClientConnectionError("connection reset")
+            raise self.error
         return {"applied": 1}
+
+
+def a_write(retry_seconds: float = 60.0) -> Write:
+    return Write("k", "writerId 'w'", ["t1"], 5, "d" * 64, 0, retry_seconds)
 
 
 def test_a_commit_whose_answer_is_lost_is_repeated_with_the_same_key(
@@ -546,17 +554,49 @@ def test_a_commit_whose_answer_is_lost_is_repeated_with_the_same_key(
 ) -> None:
     monkeypatch.setattr("api.spark.sink.committer.COMMIT_BACKOFF", 0.0)
     session = FlakySession(failures=1)
-    assert _commit(session.commit, ["t1"], "k", 5, []) == {"applied": 1}
-    assert session.calls == [(("t1",), "k", 5)] * 2
+    assert _commit(session.commit, a_write(), []) == {"applied": 1}
+    assert session.calls == [("t1",)] * 2
     with pytest.raises(aiohttp.ClientConnectionError):
-        _commit(FlakySession(failures=3).commit, ["t1"], "k", 5, [])
+        _commit(FlakySession(failures=3).commit, a_write(retry_seconds=0), [])
+
+
+def test_a_commit_is_made_again_with_backoff_for_its_retry_window(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No answer, or a 503 (the server recovering), for a while: the same commit is made
+    again, with waits doubling up to a bound, until ``commitRetrySeconds`` have passed."""
+    waits: list[float] = []
+    clock = [0.0]
+
+    def sleep(seconds: float) -> None:
+        waits.append(seconds)
+        clock[0] += seconds
+
+    monkeypatch.setattr("api.spark.sink.committer.time.sleep", sleep)
+    monkeypatch.setattr("api.spark.sink.committer.time.monotonic", lambda: clock[0])
+    recovering = FrontierError(503, {"detail": "the service is recovering its data directory"})
+    session = FlakySession(failures=8, error=recovering)
+    assert _commit(session.commit, a_write(retry_seconds=60), []) == {"applied": 1}
+    assert len(session.calls) == 9
+    assert waits == [0.25, 0.5, 1.0, 2.0, 4.0, 4.0, 4.0, 4.0]
+    # The window ends: the last error, after waiting out what was left of it.
+    waits.clear()
+    clock[0] = 0.0
+    with pytest.raises(aiohttp.ClientConnectionError):
+        _commit(FlakySession(failures=100).commit, a_write(retry_seconds=3), [])
+    assert waits == [0.25, 0.5, 1.0, 1.25]
+    # A refusal is an answer: not made again.
+    refused = FlakySession(failures=1, error=FrontierError(409, {"detail": "no"}))
+    with pytest.raises(FrontierError):
+        _commit(refused.commit, a_write(), [])
+    assert len(refused.calls) == 1
 
 
 def test_the_writer_travels_pickled_with_its_id() -> None:
     writer = FrontierWriter(sink("http://x", "d", time="0", writerId="orders-2026-01-05"))
     again = pickle.loads(pickle.dumps(writer))
     assert again.writer == writer.writer == "orders-2026-01-05"
-    message = FrontierCommitMessage(3, 1, "spark.w.p3.a1", 10, 7, None, 12, 2)
+    message = FrontierCommitMessage(3, 1, "spark.w.p3.a1", 10, 7, None, 12, 2, "ab" * 32)
     assert pickle.loads(pickle.dumps(message)) == message
 
 
@@ -627,7 +667,8 @@ def test_a_misspelt_option_is_refused_naming_the_one_meant() -> None:
     assert str(sink_error.value) == (
         "the frontier sink has no option 'timecolum' (did you mean 'timeColumn'?); it takes "
         "url, dataflow, token, timeout, input, timeColumn, time, timeOffset, valueColumn, "
-        "advanceFrontier, writerId, batchSize, maxTaskAttempts, allowedLateness, lateRows"
+        "advanceFrontier, writerId, batchSize, maxTaskAttempts, allowedLateness, lateRows, "
+        "commitRetrySeconds"
     )
     with pytest.raises(OptionError) as source_error:
         source_options({**base, "output": "out", "endTime": "5"})
@@ -741,25 +782,29 @@ def test_a_write_run_again_is_answered_as_the_first_run_was(client: Client, serv
     dataflow = client.create_dataflow(COUNTS)["id"]
     options = sink(server, dataflow, timeColumn="t", advanceFrontier="none")
     writer = "w" + uuid.uuid4().hex
-    first = commit_writes(
-        options, writer, [write_partition(options, writer, 0, 0, [batch([0, 1], ["a", "b"])])]
-    )
+    written = write_partition(options, writer, 0, 0, [batch([0, 1], ["a", "b"])])
+    first_digest = write_digest([written])
+    first = commit_writes(options, writer, [written])
     assert first == {"seq": None, "session_time": None, "input_frontier": [0], "applied": 2}
     # Run again: another attempt staged this time, so other transactions under the key.
     again = write_partition(options, writer, 0, 1, [batch([0, 1], ["a", "b"])])
     assert commit_writes(options, writer, [again]) == first
     assert staged(client, dataflow) == {}
-    # Another write under the same name is not a re-run: refused, not skipped in silence.
-    other = write_partition(options, writer, 0, 0, [batch([0, 1, 2], ["a", "b", "c"])])
-    with pytest.raises(SinkError) as refused:
-        commit_writes(options, writer, [other])
-    assert str(refused.value) == (
-        f"writerId {writer!r} was committed before with 2 rows, and this write has 3: it is "
-        "not a run of that write again, and nothing of it was applied (give another write "
-        "another writerId)"
-    )
-    assert staged(client, dataflow) == {}
-    assert client.input(dataflow, "rows")["records_in"] == 2
+    # Another write under the same name is not a re-run, whatever its count: refused, not
+    # skipped in silence.
+    for rows in (["a", "c"], ["a", "b", "c"]):
+        other = write_partition(options, writer, 0, 0, [batch([0, 1, 2][: len(rows)], rows)])
+        with pytest.raises(SinkError) as refused:
+            commit_writes(options, writer, [other])
+        assert str(refused.value) == (
+            f"writerId {writer!r} was committed before with other rows (digest "
+            f"{first_digest[:16]}…, this write's {write_digest([other])[:16]}…): it is not a "
+            "run of that write again, and nothing of it was applied. A run again must give "
+            "each partition the same rows in the same order (as Spark's replays of a job or "
+            "micro-batch do); give another write another writerId"
+        )
+        assert staged(client, dataflow) == {}
+        assert client.input(dataflow, "rows")["records_in"] == 2
 
 
 # --------------------------------------------------------------------------- issue 16: lateness
@@ -770,6 +815,7 @@ def test_allowed_lateness_keeps_the_latest_times_open(client: Client, server: st
     writer = stream_writer(
         server, dataflow, "w" + uuid.uuid4().hex, timeColumn="t", allowedLateness="3"
     )
+    assert writer.options.late_rows == "drop"  # a stream with event times never dies of them
 
     def micro_batch(batch_id: int, times: list[int]) -> None:
         message = write_partition(
@@ -783,16 +829,28 @@ def test_allowed_lateness_keeps_the_latest_times_open(client: Client, server: st
     assert client.input_frontier(dataflow, "rows") == [10]  # never backwards
     micro_batch(2, [11, 15])
     assert client.input_frontier(dataflow, "rows") == [13]
+    # Later than that: dropped and counted, and the input follows the largest time written
+    # so far (15), not this micro-batch's (14).
+    micro_batch(3, [12, 12, 14])
+    assert client.input_frontier(dataflow, "rows") == [13]
+    assert client.input(dataflow, "rows")["dropped_late"] == 2
+    micro_batch(3, [12, 12, 14])  # replayed: answered from its key, counted once
+    assert client.input(dataflow, "rows")["dropped_late"] == 2
+    wait_for(lambda: frontier(client, dataflow) == [13])
+    assert counts(client, dataflow) == {10: {"k": 2}, 11: {"k": 2}, 12: {"k": 1}}
+    # Asked to fail instead, a micro-batch with such a row fails, naming the options.
+    strict = stream_writer(
+        server, dataflow, writer.writer, timeColumn="t", allowedLateness="3", lateRows="fail"
+    )
+    message = write_partition(strict.options, strict.writer, 0, 0, [batch([12], ["k"])], 4)
     with pytest.raises(SinkError) as refused:
-        micro_batch(3, [12])
+        strict.commit([message], 4)
     assert str(refused.value) == (
-        f"rows are before the input's time, and spark.{writer.writer}.b3 was never committed: "
+        f"rows are before the input's time, and spark.{writer.writer}.b4 was never committed: "
         "409: record 0 is at 12, before input 'rows''s time 13: it could never be committed; "
         "nothing was staged (option allowedLateness keeps the latest times written open for "
         "late rows, and lateRows=drop drops rows later still)"
     )
-    wait_for(lambda: frontier(client, dataflow) == [13])
-    assert counts(client, dataflow) == {10: {"k": 2}, 11: {"k": 2}, 12: {"k": 1}}
 
 
 def test_late_rows_are_dropped_when_asked(client: Client, server: str) -> None:
@@ -807,8 +865,88 @@ def test_late_rows_are_dropped_when_asked(client: Client, server: str) -> None:
     assert (ack["applied"], ack["input_frontier"]) == (3, [14])
     wait_for(lambda: frontier(client, dataflow) == [14])
     assert counts(client, dataflow) == {10: {"e": 1}, 12: {"a": 1}, 13: {"c": 1}}
-    # Run again, everything is late and dropped: nothing to commit, nothing applied.
+    assert client.input(dataflow, "rows")["dropped_late"] == 2
+    # Run again, everything is late and dropped; the same rows (digested before dropping):
+    # answered from the key, nothing applied, the dropped rows counted once.
     again = write_partition(options, "w1", 0, 0, [batch([12, 3, 13, 9, 10], list("abcde"))])
     assert (again.rows, again.seen, again.dropped) == (0, 5, 5)
-    assert commit_writes(options, "w1", [again]) is None
-    assert client.input(dataflow, "rows")["records_in"] == 3
+    assert again.digest == message.digest
+    assert commit_writes(options, "w1", [again]) == ack
+    described = client.input(dataflow, "rows")
+    assert (described["records_in"], described["dropped_late"]) == (3, 2)
+    # Other rows under the name, all late too: refused, not skipped in silence.
+    other = write_partition(options, "w1", 0, 0, [batch([12, 3, 13, 9, 11], list("abcde"))])
+    with pytest.raises(SinkError, match="was committed before with other rows"):
+        commit_writes(options, "w1", [other])
+    assert client.input(dataflow, "rows")["dropped_late"] == 2
+
+
+# --------------------------------------------------------------------------- issue 22: digests
+
+
+def test_a_tasks_digest_is_of_the_rows_it_was_given_in_order_and_what_makes_records() -> None:
+    options = sink("http://x", "d", timeColumn="t")
+
+    def digest(*batches: pa.RecordBatch, fixed: int | None = None, **extra: str) -> str:
+        tally = Tally.of(sink("http://x", "d", timeColumn="t", **extra), fixed)
+        for raw in batches:
+            tally.given(raw)
+        return tally.digest
+
+    rows = batch([1, 2, 3], ["a", "b", "c"])
+    assert digest(rows) == digest(batch([1, 2, 3], ["a", "b", "c"]))
+    assert digest(rows) != digest(batch([1, 2, 3], ["a", "b", "d"]))  # the same count
+    assert digest(rows) != digest(batch([2, 1, 3], ["b", "a", "c"]))  # another order
+    assert digest(rows) == digest(rows, batch([], []))  # an empty batch is nothing
+    renamed = pa.RecordBatch.from_pydict({"t": rows.column(0), "name": rows.column(1)})
+    assert digest(rows) != digest(renamed)
+    assert digest(rows) != digest(rows, valueColumn="key")
+    assert digest(rows, fixed=None) != digest(rows, fixed=4)
+    # Taken before anything is dropped: the same rows, late, have the same digest.
+    tally = Tally.of(options, None)
+    dropped = list(bodies([rows], options, floor=10, tally=tally))
+    assert (dropped, tally.dropped, tally.digest) == ([], 3, digest(rows))
+    # The write's: the tasks' in partition order, whatever order Spark lists them in.
+    first = FrontierCommitMessage(0, 0, "p0", 1, 1, digest="a" * 64)
+    second = FrontierCommitMessage(1, 2, "p1", 1, 1, digest="b" * 64)
+    assert write_digest([first, second]) == write_digest([second, first])
+    swapped = FrontierCommitMessage(1, 0, "p1", 1, 1, digest="a" * 64)
+    assert write_digest([first, second]) != write_digest([swapped, first])
+
+
+def test_a_write_whose_rows_are_all_late_still_commits_its_digest(
+    client: Client, server: str
+) -> None:
+    """A write that drops every row commits nothing but its key, digest and count: a run
+    of another write under the name is then refused too."""
+    dataflow = client.create_dataflow(COUNTS)["id"]
+    session = client.session(dataflow, "rows")
+    session.advance(10)
+    session.close()
+    options = sink(server, dataflow, timeColumn="t", lateRows="drop")
+    message = write_partition(options, "gone", 0, 0, [batch([1, 2], ["a", "b"])])
+    ack = commit_writes(options, "gone", [message])
+    assert (ack["applied"], ack["input_frontier"]) == (0, [10])
+    assert client.input(dataflow, "rows")["dropped_late"] == 2
+    other = write_partition(options, "gone", 0, 0, [batch([1, 3], ["a", "b"])])
+    with pytest.raises(SinkError, match="was committed before with other rows"):
+        commit_writes(options, "gone", [other])
+
+
+def test_a_stream_writer_with_event_times_needs_a_lateness_whatever_the_watermark() -> None:
+    """Spark keeps a watermark on a TIMESTAMP column only: its delay reaches the writer's
+    schema, and is named, but it cannot stand for a lateness in the sink's integer times."""
+    schema = StructType(
+        [
+            StructField("t", LongType()),
+            StructField("ts", TimestampType(), metadata={"spark.watermarkDelayMs": 10_000}),
+        ]
+    )
+    assert watermark_delays(schema) == {"ts": 10_000}
+    options = {"url": "http://x", "dataflow": "d", "input": "rows", "writerId": "w"}
+    source = FrontierDataSource({**options, "timeColumn": "t"})
+    with pytest.raises(OptionError, match=r"needs option 'allowedLateness'.*'ts' \(10000 ms\)"):
+        source.streamWriter(schema, False)
+    late = FrontierDataSource({**options, "timeColumn": "t", "allowedLateness": "5"})
+    writer = late.streamWriter(schema, False)
+    assert (writer.options.allowed_lateness, writer.options.late_rows) == (5, "drop")

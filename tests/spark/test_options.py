@@ -78,6 +78,16 @@ def test_sink_options_accept_any_case_and_have_defaults() -> None:
         ),
         ({**BASE, "input": "i", "timecolumn": "t", "allowedlateness": "-1"}, "from 0 to"),
         ({**BASE, "input": "i", "time": "0", "laterows": "skip"}, "'lateRows' must be fail"),
+        (
+            {**BASE, "input": "i", "time": "0", "commitretryseconds": "soon"},
+            "'commitRetrySeconds' must be a number of seconds, not 'soon'",
+        ),
+        (
+            {**BASE, "input": "i", "time": "0", "commitretryseconds": "-1"},
+            "'commitRetrySeconds' must be from 0 to 86400 seconds, not '-1'",
+        ),
+        ({**BASE, "input": "i", "time": "0", "commitretryseconds": "nan"}, "from 0 to 86400"),
+        ({**BASE, "input": "i", "time": "0", "commitretryseconds": "1e9"}, "from 0 to 86400"),
     ],
 )
 def test_bad_sink_options_are_refused_naming_the_option(
@@ -107,6 +117,46 @@ def test_a_stream_needs_a_writer_id_and_defaults_to_batch_times() -> None:
         sink_options({**BASE, "input": "r", "writerid": "w", "advancefrontier": "close"}, True)
     options = sink_options({**BASE, "input": "rows", "writerid": "w", "timeoffset": "100"}, True)
     assert (options.time_column, options.time, options.time_offset) == (None, None, 100)
+
+
+def test_the_commit_is_made_again_for_a_minute_by_default() -> None:
+    options = sink_options({**BASE, "input": "i", "time": "0", "writerId": "w"})
+    assert options.commit_retry_seconds == 60.0
+    quick = {**BASE, "input": "i", "time": "0", "writerId": "w", "commitRetrySeconds": "2.5"}
+    assert sink_options(quick).commit_retry_seconds == 2.5
+
+
+def test_a_stream_with_event_times_needs_a_lateness_and_drops_rows_later_still() -> None:
+    """The defaults never report complete a time a later micro-batch may write into, and
+    never kill the query: the lateness must be said, and late rows are dropped (counted)."""
+    stream = {**BASE, "input": "rows", "writerId": "w", "timeColumn": "t"}
+    with pytest.raises(OptionError) as refused:
+        sink_options(stream, streaming=True)
+    assert str(refused.value) == (
+        "a streaming write with option 'timeColumn' ('t') and advanceFrontier max needs option "
+        "'allowedLateness': how many of the latest times written a later micro-batch may still "
+        "write into. The input is kept that far behind the largest time written so far, so no "
+        "time is reported complete while a later micro-batch may still write into it; rows "
+        "later still are dropped and counted (lateRows=drop, the default for streams). Give 0 "
+        "if no micro-batch ever goes back in time."
+    )
+    with pytest.raises(OptionError) as watermarked:
+        sink_options(stream, streaming=True, watermarks={"ts": 10_000})
+    assert str(watermarked.value).endswith(
+        "The query's watermark on 'ts' (10000 ms) cannot give it: Spark keeps a watermark on a "
+        "TIMESTAMP column, in milliseconds, and the sink's times are integers in units of "
+        "your own."
+    )
+    options = sink_options({**stream, "allowedLateness": "0"}, streaming=True)
+    assert (options.allowed_lateness, options.late_rows) == (0, "drop")
+    strict = sink_options({**stream, "allowedLateness": "2", "lateRows": "fail"}, True)
+    assert (strict.allowed_lateness, strict.late_rows) == (2, "fail")
+    # Nothing to keep open when the stream does not advance the input, or times its rows
+    # itself; a batch write fails on late rows unless told to drop them.
+    assert sink_options({**stream, "advanceFrontier": "none"}, True).late_rows == "drop"
+    assert sink_options({**BASE, "input": "r", "writerId": "w"}, True).late_rows == "fail"
+    assert sink_options(stream).late_rows == "fail"
+    assert sink_options(stream).allowed_lateness == 0
 
 
 def test_the_largest_spark_long_is_the_largest_time() -> None:

@@ -8,8 +8,9 @@ are (the server turns them into JSON objects) or one ``record`` column of JSON t
 from __future__ import annotations
 
 import base64
+import hashlib
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
@@ -152,10 +153,40 @@ class Body:
 
 @dataclass(slots=True)
 class Tally:
-    """What a task was given, and what it dropped."""
+    """What a task was given (how many rows, and their digest), and what it dropped.
+
+    The digest is a SHA-256 of the options that make records of the rows (``timeColumn``,
+    ``valueColumn``, the fixed time) and then of every batch Spark handed the task, in order:
+    its columns' names and types and its Arrow IPC serialisation. It is taken before
+    anything is dropped, so a run of the write again (whose rows are late by then) has the
+    same digest as long as each partition is given the same rows, in the same order and the
+    same batches (Spark's ``spark.sql.execution.arrow.maxRecordsPerBatch``).
+    """
 
     seen: int = 0
     dropped: int = 0
+    hash: Any = field(default_factory=hashlib.sha256)
+
+    @classmethod
+    def of(cls, options: SinkOptions, fixed: int | None) -> Tally:
+        """A tally of a task's rows, whose records ``options`` and ``fixed`` time make."""
+        tally = cls()
+        shape = [options.time_column, options.value_column, fixed]
+        tally.hash.update(orjson.dumps(shape))
+        return tally
+
+    def given(self, raw: pa.RecordBatch) -> None:
+        """Count a batch the task was given, and add it to the digest."""
+        self.seen += raw.num_rows
+        if raw.num_rows:
+            columns = [[f.name, str(f.type)] for f in raw.schema]
+            self.hash.update(orjson.dumps(columns))
+            self.hash.update(raw.serialize())
+
+    @property
+    def digest(self) -> str:
+        """The rows' digest so far (hex)."""
+        return str(self.hash.hexdigest())
 
 
 def bodies(
@@ -167,7 +198,8 @@ def bodies(
 ) -> Iterator[Body]:
     """The rows of ``batches`` as request bodies of up to ``options.batch_size`` rows each.
 
-    Rows at times before ``floor`` are dropped. ``tally`` counts the rows given and dropped.
+    Rows at times before ``floor`` are dropped. ``tally`` counts the rows given (and takes
+    their digest, before any is dropped) and the rows dropped.
     """
     tally = Tally() if tally is None else tally
     pending: list[pa.RecordBatch] = []
@@ -184,7 +216,7 @@ def bodies(
         return body
 
     for raw in batches:
-        tally.seen += raw.num_rows
+        tally.given(raw)
         if raw.num_rows == 0:
             continue
         batch = frontier_batch(raw, options, fixed)

@@ -30,6 +30,8 @@ class FrontierCommitMessage(WriterCommitMessage):  # type: ignore[misc,unused-ig
     """Rows the task was given: staged, late or dropped."""
     dropped: int = 0
     """Rows dropped as before the input's time (``lateRows=drop``)."""
+    digest: str = ""
+    """The digest of every row the task was given (:class:`~api.spark.sink.bodies.Tally`)."""
 
 
 def open_client(options: SinkOptions) -> Client:

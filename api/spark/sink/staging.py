@@ -160,12 +160,14 @@ def write_partition(
     this attempt staged. Rows the server refuses as before the input's time are *late*:
     the task reports them (after counting the rest of its rows), and the committer decides
     (they are fine when the write was committed before). With ``lateRows=drop`` rows
-    before the input's time (read first) are dropped instead. The transaction must hold
-    exactly the rows staged, or the task fails.
+    before the input's time (read first) are dropped instead. The message carries the
+    digest of every row the task was given, late, dropped or staged
+    (:class:`~api.spark.sink.bodies.Tally`). The transaction must hold exactly the rows
+    staged, or the task fails.
     """
     name = transaction_name(writer, partition, attempt, batch_id)
     batches = iter(batches)  # what a late body leaves of it is counted after
-    tally = Tally()
+    tally = Tally.of(options, fixed_time)
     with open_client(options) as client:
         _discard_earlier(client, options, writer, partition, attempt, batch_id, speculation)
         floor = _input_time(client, options) if options.late_rows == "drop" else None
@@ -182,12 +184,10 @@ def write_partition(
                     f"failed: {error}"
                 ) from error
             # Before the input's time: fine if this write was committed before (a re-run),
-            # which only the committer can tell. It needs the count of the rows.
+            # which only the committer can tell. It needs the rows' count and digest.
             for raw in batches:
-                tally.seen += raw.num_rows
-            return FrontierCommitMessage(
-                partition, attempt, name, 0, None, str(error), tally.seen, tally.dropped
-            )
+                tally.given(raw)
+            return _message(partition, attempt, name, None, str(error), tally)
     if tally.dropped:
         log.warning(
             "partition %d dropped %d rows before input %r's time %s (lateRows=drop)",
@@ -196,6 +196,19 @@ def write_partition(
             options.input,
             floor,
         )
+    return _message(partition, attempt, name, staging, None, tally)
+
+
+def _message(
+    partition: int,
+    attempt: int,
+    name: str,
+    staging: _Staging | None,
+    late: str | None,
+    tally: Tally,
+) -> FrontierCommitMessage:
+    """What an attempt tells the committer: what it staged (nothing, if late), and why not."""
+    rows, top = (0, None) if staging is None else (staging.rows, staging.top)
     return FrontierCommitMessage(
-        partition, attempt, name, staging.rows, staging.top, None, tally.seen, tally.dropped
+        partition, attempt, name, rows, top, late, tally.seen, tally.dropped, tally.digest
     )

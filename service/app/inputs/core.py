@@ -68,6 +68,8 @@ class InputCore:
         """The input's own frontier as far as producers know, in the domain's order: one time,
         or with product times several incomparable ones (``None`` once closed)."""
         self.records_in = 0
+        self.dropped_late = 0
+        """Rows producers dropped as late, as their commits said (``dropped``), once a key."""
         self.dropped = False
         """Set when the dataflow is dropped (or failed): every operation is then 410."""
 

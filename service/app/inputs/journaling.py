@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from service.app.inputs.core import InputCore, Session
 from service.app.inputs.sessions import Sessions
-from service.app.inputs.transactions import Expiry, Transaction, Transactions
+from service.app.inputs.transactions import Committed, Expiry, Transaction, Transactions
 from service.app.journal import InputJournal
 from service.app.settings import Limits
 from service.app.views import Ack
@@ -28,6 +28,7 @@ from service.store import (
     Close,
     CloseSession,
     Commit,
+    CommitState,
     Expire,
     ExpiryState,
     Frame,
@@ -83,10 +84,10 @@ def checkpoint(parts: Parts) -> Checkpoint:
     """The input's state as producers know it: what heads each new segment of its log."""
     core, transactions = parts.core, parts.transactions
     commits = []
-    for key, (ids, ack) in transactions.commits.items():
-        logged = _logged(ack)
+    for key, done in transactions.commits.items():
+        logged = _logged(done.ack)
         assert logged is not None
-        commits.append((key, ids, logged))
+        commits.append(CommitState(key, done.transactions, logged, done.digest))
     return Checkpoint(
         None if core.times is None else list(core.times),
         [
@@ -100,6 +101,7 @@ def checkpoint(parts: Parts) -> Checkpoint:
             for name, e in transactions.expired.items()
         ],
         core.records_in,
+        core.dropped_late,
     )
 
 
@@ -121,13 +123,14 @@ def restore(parts: Parts, state: Checkpoint) -> None:
         transaction = transactions.open[t.id] = Transaction(t.id, touched)
         for batch in t.chunks:
             transactions.add(transaction, batch.staged(), batch)
-    for key, ids, ack in state.commits:
-        restored = _ack(ack)
+    for done in state.commits:
+        restored = _ack(done.ack)
         assert restored is not None
-        transactions.commits[key] = (ids, restored)
+        transactions.commits[done.key] = Committed(done.transactions, restored, done.digest)
     for e in state.expired:
         transactions.expired[e.id] = Expiry(e.touched, e.expired_at, e.records)
     core.records_in = state.records_in
+    core.dropped_late = state.dropped_late
     if state.times is None:
         parts.close()
     elif state.times != core.times:
@@ -271,8 +274,8 @@ def apply(parts: Parts, frame: Frame) -> int:
             transactions.abort(transaction)
         case Expire(transaction, now):
             transactions.expire_transaction(transaction, now)
-        case Commit(session, ids, key, advance_to, discard):
-            transactions.commit(session, ids, key, advance_to, discard)
+        case Commit(session, ids, key, advance_to, discard, digest, dropped):
+            transactions.commit(session, ids, key, advance_to, discard, digest, dropped)
         case Close():
             parts.close()
         case Checkpoint():

@@ -102,6 +102,11 @@ class ProducerInput:
         return self.core.records_in
 
     @property
+    def dropped_late(self) -> int:
+        """Rows producers dropped as late, as their commits said (``dropped``)."""
+        return self.core.dropped_late
+
+    @property
     def dropped(self) -> bool:
         """Whether the dataflow was dropped (or failed): every operation is then 410."""
         return self.core.dropped
@@ -147,6 +152,7 @@ class ProducerInput:
             [SessionView(s.id, s.time) for s in self.sessions.values()],
             self.staged_records,
             self.staged(),
+            self.core.dropped_late,
         )
 
     # ----------------------------------------------------------------- durability
@@ -290,13 +296,15 @@ class ProducerInput:
         idempotency_key: str,
         advance_to: Hashable | None = None,
         discard: Iterable[str] = (),
+        digest: str | None = None,
+        dropped: int = 0,
     ) -> Ack:
         """Make the transactions' records visible at once, then advance.
 
         See :meth:`Transactions.commit <service.app.inputs.transactions.Transactions.commit>`.
         """
         return self._transactions.commit(
-            session_id, transaction_ids, idempotency_key, advance_to, discard
+            session_id, transaction_ids, idempotency_key, advance_to, discard, digest, dropped
         )
 
     # ----------------------------------------------------------------- closing

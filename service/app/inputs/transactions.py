@@ -83,6 +83,18 @@ class Transaction:
 
 
 @dataclass(frozen=True, slots=True)
+class Committed:
+    """What a commit under an idempotency key did: its transactions, its ack, its digest.
+
+    ``digest`` is what the producer said its write staged (``None``: it said nothing).
+    """
+
+    transactions: tuple[str, ...]
+    ack: Ack
+    digest: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Expiry:
     """A transaction that expired: when it was last staged into, and when it expired."""
 
@@ -145,8 +157,8 @@ class Transactions:
         self.staged = 0
         """Records staged in all open transactions (bounded by max_staged_records_per_input)."""
         self.staged_bytes = 0
-        self.commits: OrderedDict[str, tuple[tuple[str, ...], Ack]] = OrderedDict()
-        """The latest ``idempotency_keys_kept`` commits: their transactions and their ack."""
+        self.commits: OrderedDict[str, Committed] = OrderedDict()
+        """The latest ``idempotency_keys_kept`` commits, by key."""
         self.expired: OrderedDict[str, Expiry] = OrderedDict()
         """Transactions that expired, until their names are aborted (the latest
         ``idempotency_keys_kept`` of them): a commit of one is told why it is gone."""
@@ -332,15 +344,19 @@ class Transactions:
         idempotency_key: str,
         advance_to: Hashable | None = None,
         discard: Iterable[str] = (),
+        digest: str | None = None,
+        dropped: int = 0,
     ) -> Ack:
         """Make the transactions' records visible at once, then advance.
 
-        Everything is checked first; on any problem nothing is applied. The same
-        ``idempotency_key`` with the same transactions answers the first commit's ack (even
-        once the session that made it is closed); with other transactions it is
+        Everything is checked first; on any problem nothing is applied. A commit under an
+        ``idempotency_key`` used before applies nothing and answers the first commit's ack
+        (even once its session is closed) when both carry a ``digest`` (of the rows the
+        producer's write staged) and they are equal, whatever transactions they name, or,
+        when either has none, when they name the same transactions; otherwise it is
         :class:`IdempotencyKeyReused`. Once the commit is done (now, or before under the
-        key) the ``discard`` transactions are aborted: a producer's leftovers (for example
-        the transactions of failed attempts), cleaned up in the same call.
+        key) the ``discard`` transactions are aborted: a producer's leftovers, in the same
+        call. ``dropped`` (rows dropped as late) adds to the input's count when applied.
 
         With a session, the records must be at or after the session's time and
         ``advance_to`` (not earlier) advances the session. Without one (``None``) the commit
@@ -351,7 +367,9 @@ class Transactions:
         """
         times = self._core.check_open()
         discard = list(discard)
-        operation = Commit(session_id, list(transaction_ids), idempotency_key, advance_to, discard)
+        operation = Commit(
+            session_id, list(transaction_ids), idempotency_key, advance_to, discard, digest, dropped
+        )
         done = self.commits.get(idempotency_key)
         if done is not None:
             return self._committed_before(operation, done)
@@ -365,6 +383,7 @@ class Transactions:
             advance_to = self._check_advance_to(session, times, advance_to)
         self._core.record(operation)  # as asked: a replay derives the same advance
         applied = self._send_staged(chunks)
+        self._core.dropped_late += dropped
         for t in transaction_ids:
             self._unstage(self.open.pop(t))
         if advance_to is not None:
@@ -373,25 +392,36 @@ class Transactions:
             elif not self._sessions.open:
                 self._core.move([advance_to])
         ack = self._core.ack(session, None, applied)
-        self.commits[idempotency_key] = (tuple(transaction_ids), ack)
+        self.commits[idempotency_key] = Committed(tuple(transaction_ids), ack, digest)
         while len(self.commits) > self._core.limits.idempotency_keys_kept:
             self.commits.popitem(last=False)
         self._discard(discard)
         return ack
 
-    def _committed_before(self, operation: Commit, done: tuple[tuple[str, ...], Ack]) -> Ack:
+    def _committed_before(self, operation: Commit, done: Committed) -> Ack:
         """A commit under a key used before: the first answer, or the key was misused."""
-        if done[0] != tuple(operation.transactions):
+        key = operation.key
+        if operation.digest is not None and done.digest is not None:
+            if operation.digest != done.digest:
+                raise IdempotencyKeyReused(
+                    f"idempotency key {key!r} committed other rows (digest {done.digest!r}) "
+                    f"than this commit's (digest {operation.digest!r}): nothing was applied",
+                    key,
+                    list(done.transactions),
+                    done.digest,
+                )
+        elif done.transactions != tuple(operation.transactions):
             raise IdempotencyKeyReused(
-                f"idempotency key {operation.key!r} was used to commit "
-                f"{list(done[0])}, not {operation.transactions}",
-                operation.key,
-                list(done[0]),
+                f"idempotency key {key!r} was used to commit "
+                f"{list(done.transactions)}, not {operation.transactions}",
+                key,
+                list(done.transactions),
+                done.digest,
             )
         if any(t in self.open for t in operation.discard):
             self._core.record(operation)
             self._discard(operation.discard)
-        return done[1]
+        return done.ack
 
     def _committable(self, transaction_ids: list[str]) -> list[Chunk]:
         """The chunks of the transactions to commit; :class:`NotFound` if one is missing."""
