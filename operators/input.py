@@ -14,7 +14,7 @@ from operators.builder import OperatorBuilder
 from operators.capability import Capability
 from operators.ports import OutputPort
 from operators.progress import check_time, less_equal
-from operators.runtime import Interest, Scope
+from operators.runtime import Columns, Interest, Scope
 from operators.stream import Stream
 
 _BATCH = 1024
@@ -57,11 +57,15 @@ class InputHandle:
         if len(self._buffer) >= _BATCH:
             self.flush()
 
-    def send_batch(self, records: Iterable[Any]) -> None:
-        """Send many records at the current time (copied: the caller may reuse its list)."""
+    def send_batch(self, records: Iterable[Any] | Columns) -> None:
+        """Send many records at the current time (copied: the caller may reuse its list).
+
+        :class:`~operators.runtime.Columns` are sent as they are (they are immutable), and
+        travel as columns as far as the operators downstream take them so.
+        """
         capability = self._open()
         self.flush()
-        batch = list(records)
+        batch = records if isinstance(records, Columns) else list(records)
         if batch:
             self._output.give_batch(capability, batch)
             self._output.operator.touch()

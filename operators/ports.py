@@ -1,7 +1,10 @@
 """The handles operator logic works with: input ports and output ports.
 
 An :class:`InputPort` yields ``(capability, records)`` pairs, one per arrived batch, and
-counts what it hands out as consumed. An :class:`OutputPort` sends batches at the time of a
+counts what it hands out as consumed. Records that travel as columns reach an operator as a
+list, made once per batch, unless it takes batches as they are
+(:meth:`InputPort.containers`: forwarders and the columnar operators; see
+:mod:`operators.runtime.containers`). An :class:`OutputPort` sends batches at the time of a
 capability for it, counts them as produced, and gives them to every edge leaving it.
 """
 
@@ -13,7 +16,7 @@ from typing import Any, Protocol
 
 from operators.capability import Capability, CapabilityError, InputCapability, Operator
 from operators.progress import ChangeBatch, MutableAntichain
-from operators.runtime import Tee
+from operators.runtime import Batch, Tee
 
 
 class PortOperator(Operator, Protocol):
@@ -41,7 +44,7 @@ class InputPort:
     def __init__(self, operator: PortOperator, port: int) -> None:
         self.operator = operator
         self.port = port
-        self.queue: deque[tuple[Hashable, list[Any]]] = deque()
+        self.queue: deque[tuple[Hashable, Batch]] = deque()
         self.consumed: ChangeBatch[Hashable] = ChangeBatch()
         self.frontier: MutableAntichain[Hashable] = MutableAntichain()
         """Times that may still arrive here (kept current before each schedule)."""
@@ -66,6 +69,8 @@ class InputPort:
         while queue:
             time, records = queue.popleft()
             consumed.update(time, len(records))
+            if not isinstance(records, list):
+                records = records.rows()
             yield InputCapability(time, port, operator), records
 
     def batches(self) -> Iterator[tuple[Hashable, list[Any]]]:
@@ -79,9 +84,24 @@ class InputPort:
         while queue:
             time, records = queue.popleft()
             consumed.update(time, len(records))
+            if not isinstance(records, list):
+                records = records.rows()
             yield time, records
 
-    def give_back(self, time: Hashable, records: list[Any]) -> None:
+    def containers(self) -> Iterator[tuple[Hashable, Batch]]:
+        """Take every arrived batch as ``(time, batch)``, columns left as columns.
+
+        For operators that forward batches unchanged (they may send them at their own time,
+        as with :meth:`batches`) or work on columns themselves.
+        """
+        queue = self.queue
+        consumed = self.consumed
+        while queue:
+            time, batch = queue.popleft()
+            consumed.update(time, len(batch))
+            yield time, batch
+
+    def give_back(self, time: Hashable, records: Batch) -> None:
         """Put the unprocessed rest of a batch taken by :meth:`batches` back at the front.
 
         It counts as not consumed (still in flight, holding the frontier), and the operator
@@ -131,7 +151,7 @@ class OutputPort:
             )
         return capability.time
 
-    def give_batch(self, capability: Capability, records: list[Any]) -> None:
+    def give_batch(self, capability: Capability, records: Batch) -> None:
         """Send ``records`` at the capability's time (empty lists are skipped).
 
         The list is handed on as it is: do not modify it afterwards.
@@ -155,7 +175,7 @@ class OutputPort:
         self._check(capability)
         return Session(self, capability)
 
-    def send_at(self, time: Hashable, records: list[Any]) -> None:
+    def send_at(self, time: Hashable, records: Batch) -> None:
         """Send at ``time`` with no capability check.
 
         Only for operators that keep their capabilities as counts in :attr:`internal`
@@ -165,7 +185,7 @@ class OutputPort:
         if records:
             self._send(time, records)
 
-    def forward(self, time: Hashable, records: list[Any], input_port: int = 0) -> None:
+    def forward(self, time: Hashable, records: Batch, input_port: int = 0) -> None:
         """Send a batch taken from ``input_port`` at its own time.
 
         Allowed only when that input reaches this output with the identity summary, which
@@ -179,7 +199,7 @@ class OutputPort:
         if records:
             self._send(time, records)
 
-    def _send(self, time: Hashable, records: list[Any]) -> None:
+    def _send(self, time: Hashable, records: Batch) -> None:
         if self._buffer:
             self.flush()
         self.produced.update(time, len(records))
@@ -209,7 +229,7 @@ class Session:
         """Send one record."""
         self._output.give(self._capability, record)
 
-    def give_batch(self, records: list[Any]) -> None:
+    def give_batch(self, records: Batch) -> None:
         """Send a list of records (handed on as it is)."""
         self._output.give_batch(self._capability, records)
 

@@ -6,6 +6,7 @@ layer up, in :mod:`operators`.
 """
 
 from operators.runtime.channels import ExchangePusher, PipelinePusher, Tee, stable_hash
+from operators.runtime.containers import Batch, Columns, rows_of
 from operators.runtime.fabric import Fabric, Mailbox
 from operators.runtime.operate import Interest, Operate, SharedProgress
 from operators.runtime.subgraph import Subgraph, SubgraphBuilder
@@ -14,6 +15,8 @@ from operators.runtime.worker import Scope, Worker, execute, register_scope_type
 
 __all__ = [
     "INTEGERS",
+    "Batch",
+    "Columns",
     "ExchangePusher",
     "Fabric",
     "Interest",
@@ -31,6 +34,7 @@ __all__ = [
     "Worker",
     "execute",
     "register_scope_type",
+    "rows_of",
     "run",
     "stable_hash",
 ]

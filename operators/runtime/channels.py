@@ -1,6 +1,7 @@
 """Channels: how batches of records move from an output port to the input ports it feeds.
 
-A message is ``(time, records)`` with ``records`` a non-empty list. An output port owns a
+A message is ``(time, batch)`` with ``batch`` a non-empty container
+(:mod:`operators.runtime.containers`): a list, or records as columns. An output port owns a
 :class:`Tee` of pushers, one per edge leaving it. A :class:`PipelinePusher` hands the batch
 to the consumer on the same worker; an :class:`ExchangePusher` splits it by a stable hash of a
 key so each record goes to worker ``hash(key) % peers``. Counting is done by the output
@@ -15,16 +16,17 @@ import struct
 from collections.abc import Callable, Hashable
 from typing import Any, Protocol
 
+from operators.runtime.containers import Batch, rows_of
 from operators.runtime.fabric import Mailbox
 
-Message = tuple[Hashable, list[Any]]
+Message = tuple[Hashable, Batch]
 """A batch of records at one time."""
 
 
 class Pusher(Protocol):
     """Something that accepts batches of records at a time."""
 
-    def push(self, time: Hashable, records: list[Any]) -> None:
+    def push(self, time: Hashable, records: Batch) -> None:
         """Deliver ``records`` (non-empty) at ``time``."""
         ...
 
@@ -41,7 +43,7 @@ class Tee:
     def __init__(self) -> None:
         self.pushers: list[Pusher] = []
 
-    def push(self, time: Hashable, records: list[Any]) -> None:
+    def push(self, time: Hashable, records: Batch) -> None:
         """Give ``records`` to every edge."""
         for pusher in self.pushers:
             pusher.push(time, records)
@@ -55,7 +57,7 @@ class PipelinePusher:
     def __init__(self, mailbox: Mailbox[Message]) -> None:
         self._mailbox = mailbox
 
-    def push(self, time: Hashable, records: list[Any]) -> None:
+    def push(self, time: Hashable, records: Batch) -> None:
         """Append the batch to the consumer's queue and wake it."""
         self._mailbox.push((time, records))
 
@@ -139,13 +141,14 @@ class ExchangePusher:
         self._peers = len(mailboxes)
         self._key = key
 
-    def push(self, time: Hashable, records: list[Any]) -> None:
+    def push(self, time: Hashable, records: Batch) -> None:
         """Split the batch by destination and push each non-empty part."""
         peers = self._peers
         if peers == 1:
             self._mailboxes[0].push((time, records))
             return
-        for mailbox, part in zip(self._mailboxes, route(records, self._key, peers), strict=True):
+        parts = route(rows_of(records), self._key, peers)
+        for mailbox, part in zip(self._mailboxes, parts, strict=True):
             if part:
                 mailbox.push((time, part))
 
@@ -170,7 +173,7 @@ class RetimingPusher:
         self._tee = tee
         self._count = count
 
-    def push(self, time: Hashable, records: list[Any]) -> None:
+    def push(self, time: Hashable, records: Batch) -> None:
         """Convert the time and forward the same batch."""
         converted = self._convert(time)
         if self._count is not None:
