@@ -1,0 +1,272 @@
+"""Equality, ordering and ``in`` on columns, as CEL (and the row backend) define them.
+
+* Equality is CEL's heterogeneous equality: values of different kinds are unequal (not an
+  error), but for numbers, which compare by value across ``int``, ``uint`` and ``double``;
+  ``null`` equals ``null`` only.
+* Ordering compares numbers across kinds, strings by code point (UTF-8's byte order is code
+  point order) and bools; anything else, and a null, fails the row.
+* Ints and doubles compare exactly, as the row backend (Python) does: Arrow would cast the
+  int to a double, and ``2**53 + 1 == 2.0**53`` would be true. Where the ints are within
+  ``±2**53`` (one ``min_max`` pass says so) the cast is exact; else the rows beyond it compare
+  with the double's floor or ceiling as an int (see :func:`_int_vs_double`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Final
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from operators.graph.cel.types import INT64_MAX, INT64_MIN
+from operators.graph.cel.vector.values import (
+    BOOL,
+    BOOL_SHAPE,
+    BOOLEAN,
+    DOUBLE,
+    ERROR,
+    FAILING,
+    FLOAT64,
+    INT,
+    INT64,
+    LIST,
+    NULL,
+    NUMERIC,
+    OPAQUE,
+    STRING,
+    STRUCT,
+    UINT,
+    UINT64,
+    Compiled,
+    Datum,
+    Env,
+    NotVectorizedError,
+    Vec,
+    bounds,
+    either,
+    nulls,
+    strict,
+    where,
+)
+
+_KERNELS: Final[dict[str, Callable[..., Datum]]] = {
+    "==": pc.equal,
+    "!=": pc.not_equal,
+    "<": pc.less,
+    "<=": pc.less_equal,
+    ">": pc.greater,
+    ">=": pc.greater_equal,
+}
+_FLIPPED: Final = {"==": "==", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
+_EXACT_DOUBLE: Final = 2**53
+"""Ints up to this size are doubles exactly."""
+
+
+def ordering(op: str, a: Compiled, b: Compiled) -> Compiled:
+    """``a op b`` for ``< <= > >=``."""
+    ka, kb = a.shape.kind, b.shape.kind
+    if OPAQUE in (ka, kb):
+        raise NotVectorizedError(f"{op} on a value of Arrow type {a.shape.type}")
+    if ka in NUMERIC and kb in NUMERIC:
+        compare = _numbers(op, ka, kb)
+    elif ka == kb and ka in (STRING, BOOL):
+        compare = _KERNELS[op]
+    else:
+        return FAILING  # no such overload (a null, or kinds that do not order)
+    first, second = a.run, b.run
+
+    def run(env: Env) -> Vec:
+        x, y = first(env), second(env)
+        return Vec(compare(x.values, y.values), strict(x, y))
+
+    return Compiled(BOOL_SHAPE, run)
+
+
+def equality(op: str, a: Compiled, b: Compiled) -> Compiled:
+    """``a == b`` or ``a != b``: heterogeneous equality (see the module)."""
+    equal = _equality(a, b)
+    if op == "==":
+        return equal
+    inner = equal.run
+    return Compiled(BOOL_SHAPE, lambda env: _inverted(inner(env)))
+
+
+def _inverted(vec: Vec) -> Vec:
+    return Vec(pc.invert(vec.values), vec.errors)
+
+
+def _equality(a: Compiled, b: Compiled) -> Compiled:
+    """``a == b``: its values are never null (an error fails the row)."""
+    if ERROR in (a.shape.kind, b.shape.kind):
+        return FAILING
+    compare = _equal_function(a, b)
+    first, second = a.run, b.run
+
+    def run(env: Env) -> Vec:
+        x, y = first(env), second(env)
+        return Vec(_equal(x.values, y.values, compare), either(x.errors, y.errors))
+
+    return Compiled(BOOL_SHAPE, run)
+
+
+def _equal_function(a: Compiled, b: Compiled) -> Callable[[Datum, Datum], Datum] | None:
+    """The kernel comparing non-null values of ``a`` and ``b`` (``None``: kinds that differ,
+    so equal only where both are null)."""
+    ka, kb = a.shape.kind, b.shape.kind
+    if OPAQUE in (ka, kb) or (ka == kb and ka in (LIST, STRUCT)):
+        kind = ka if ka in (OPAQUE, LIST, STRUCT) else kb
+        what = "lists" if kind == LIST else "maps" if kind == STRUCT else f"{a.shape.type}"
+        raise NotVectorizedError(f"== on {what}")
+    if ka in NUMERIC and kb in NUMERIC:
+        return _numbers("==", ka, kb)
+    if ka == kb and ka in (STRING, BOOL):
+        return pc.equal  # type: ignore[no-any-return]
+    return None
+
+
+def _equal(x: Datum, y: Datum, compare: Callable[[Datum, Datum], Datum] | None) -> Datum:
+    """``x == y`` where a null is CEL's null: equal to a null, unequal to anything else."""
+    null_x, null_y = nulls(x), nulls(y)
+    both = pc.and_(pc.is_null(x), pc.is_null(y)) if null_x is not None and null_y is not None else None
+    if compare is None:
+        return both if both is not None else pa.scalar(False)
+    result = compare(x, y)
+    if null_x is None and null_y is None:
+        return result
+    result = pc.fill_null(result, False)
+    return result if both is None else pc.or_(result, both)
+
+
+# --------------------------------------------------------------------------- numbers
+
+
+def _numbers(op: str, ka: str, kb: str) -> Callable[[Datum, Datum], Datum]:
+    """``x op y`` on numbers of kinds ``ka`` and ``kb``, exactly."""
+    if ka == kb:
+        return _KERNELS[op]
+    if ka == DOUBLE:  # the int on the left
+        flipped = _numbers(_FLIPPED[op], kb, ka)
+        return lambda x, y: flipped(y, x)
+    if kb == DOUBLE:
+        return lambda x, y: _int_vs_double(op, x, y, ka == UINT)
+    if ka == UINT:  # int64 on the left
+        flipped = _numbers(_FLIPPED[op], kb, ka)
+        return lambda x, y: flipped(y, x)
+    return lambda x, y: _int_vs_uint(op, x, y)
+
+
+def _constant(op: str, less: bool) -> pa.Scalar:
+    """The value of ``x op y`` where ``x < y`` (``less``) or ``x > y`` is known."""
+    value = {"==": False, "!=": True, "<": less, "<=": less, ">": not less, ">=": not less}
+    return pa.scalar(value[op])
+
+
+def _int_vs_uint(op: str, x: Datum, y: Datum) -> Datum:
+    """``x op y`` for int64 ``x``, uint64 ``y``: a ``y`` beyond int64 is greater than any ``x``."""
+    span = bounds(y)
+    if span is None or span[1] <= INT64_MAX:
+        return _KERNELS[op](x, pc.cast(y, INT64, safe=False))
+    big = pc.greater(y, INT64_MAX)
+    small = pc.cast(where(big, pa.scalar(0, UINT64), y), INT64, safe=False)
+    return pc.if_else(big, _constant(op, less=True), _KERNELS[op](x, small))
+
+
+def _int_vs_double(op: str, x: Datum, y: Datum, unsigned: bool) -> Datum:
+    """``x op y`` for int64 (or uint64) ``x``, float64 ``y``, exactly.
+
+    Where ``|x| <= 2**53``, ``x`` is a double exactly. Beyond, ``y`` (if in ``x``'s range:
+    else it is above or below every ``x``, or NaN) compares as its floor or ceiling, ints:
+    ``x < y`` is ``x < ceil(y)``, ``x <= y`` is ``x <= floor(y)``, ``x == y`` is ``floor(y) ==
+    ceil(y) == x``.
+    """
+    simple = _KERNELS[op](pc.cast(x, FLOAT64, safe=False), y)
+    span = bounds(x)
+    if span is None or (-_EXACT_DOUBLE <= span[0] and span[1] <= _EXACT_DOUBLE):
+        return simple
+    itype = UINT64 if unsigned else INT64
+    low, high = (0.0, 2.0**64) if unsigned else (-(2.0**63), 2.0**63)
+    inside = pc.fill_null(pc.and_(pc.greater_equal(y, low), pc.less(y, high)), False)
+    safe = where(pc.invert(inside), pa.scalar(0.0, FLOAT64), y)
+    floor = pc.cast(pc.floor(safe), itype, safe=False)
+    ceil = pc.cast(pc.ceil(safe), itype, safe=False)
+    if op in ("==", "!="):
+        exact = pc.and_(pc.equal(floor, ceil), pc.equal(x, floor))
+        exact = exact if op == "==" else pc.invert(exact)
+        outside = pa.scalar(op == "!=")
+    else:
+        edge = ceil if op in ("<", ">=") else floor
+        exact = _KERNELS[op](x, edge)
+        # beyond the range: above every x (< and <= hold), below (> and >=), or NaN (none)
+        outside = pc.greater_equal(y, high) if op in ("<", "<=") else pc.less(y, low)
+    large = pc.greater(x, _EXACT_DOUBLE)
+    if not unsigned:  # (a uint64 column is not compared with a negative number)
+        large = pc.or_(large, pc.less(x, -_EXACT_DOUBLE))
+    return pc.if_else(large, pc.if_else(inside, exact, outside), simple)
+
+
+# --------------------------------------------------------------------------- in
+
+
+def contained(a: Compiled, b: Compiled) -> Compiled:
+    """``a in b`` for ``b`` not a list literal: a key of a map (a struct)."""
+    if b.shape.kind == STRUCT:
+        return _key_of(a, b)
+    if b.shape.kind in (LIST, OPAQUE):
+        raise NotVectorizedError("in on a list that is not a list literal")
+    return FAILING  # no such overload
+
+
+def membership(a: Compiled, items: list[Compiled]) -> Compiled:
+    """``a in [items]``: ``a`` is evaluated once, then compared with every item (equal, as
+    ``==`` says); the items of ``a``'s kind that are literals (strings, ints, uints, bools)
+    are looked up at once."""
+    if a.shape.kind == ERROR or any(item.shape.kind == ERROR for item in items):
+        return FAILING
+    kind = a.shape.kind
+    lookup = [i.literal for i in items if i.literal is not None and i.shape.kind == kind]
+    value_set = None
+    if kind in (STRING, INT, UINT, BOOL) and len(lookup) > 1:
+        value_set = pa.array(lookup, a.shape.type)
+        items = [i for i in items if not (i.literal is not None and i.shape.kind == kind)]
+    tests = [(item.run, _equal_function(a, item)) for item in items]
+    first = a.run
+
+    def run(env: Env) -> Vec:
+        x = first(env)
+        errors, hit = x.errors, _looked_up(x.values, value_set)
+        for item, compare in tests:
+            y = item(env)
+            hit = pc.or_(hit, _equal(x.values, y.values, compare))
+            errors = either(errors, y.errors)
+        return Vec(hit, errors)
+
+    return Compiled(BOOL_SHAPE, run)
+
+
+def _looked_up(x: Datum, value_set: pa.Array | None) -> Datum:
+    """Whether ``x`` (null: false) is one of ``value_set``."""
+    if value_set is None:
+        return pa.scalar(False)
+    if isinstance(x, pa.Scalar):
+        return pa.scalar(x.is_valid and x.as_py() in value_set.to_pylist())
+    return pc.fill_null(pc.is_in(x, value_set=value_set), False)
+
+
+def _key_of(a: Compiled, b: Compiled) -> Compiled:
+    """``a in m`` for a map of known keys (a struct): a string equal to a key's name."""
+    names = pa.array([field.name for field in b.shape.type], pa.string())
+    kind = a.shape.kind
+    if kind == OPAQUE:
+        raise NotVectorizedError(f"in on a value of Arrow type {a.shape.type}")
+    first, second = a.run, b.run
+
+    def run(env: Env) -> Vec:
+        x, m = first(env), second(env)
+        errors = either(x.errors, m.errors, nulls(m.values))
+        if kind != STRING:
+            return Vec(pa.scalar(False), errors)  # the keys are strings
+        return Vec(_looked_up(x.values, names), errors)
+
+    return Compiled(BOOL_SHAPE, run)
+
