@@ -167,7 +167,7 @@ def _int_vs_uint(op: str, x: Datum, y: Datum) -> Datum:
     span = bounds(y)
     if span is None or span[1] <= INT64_MAX:
         return _KERNELS[op](x, pc.cast(y, INT64, safe=False))
-    big = pc.greater(y, INT64_MAX)
+    big = pc.greater(y, pa.scalar(INT64_MAX, UINT64))  # (uint64 with uint64: see numbers.py)
     small = pc.cast(where(big, pa.scalar(0, UINT64), y), INT64, safe=False)
     return pc.if_else(big, _constant(op, less=True), _KERNELS[op](x, small))
 
@@ -199,7 +199,7 @@ def _int_vs_double(op: str, x: Datum, y: Datum, unsigned: bool) -> Datum:
         exact = _KERNELS[op](x, edge)
         # beyond the range: above every x (< and <= hold), below (> and >=), or NaN (none)
         outside = pc.greater_equal(y, high) if op in ("<", "<=") else pc.less(y, low)
-    large = pc.greater(x, _EXACT_DOUBLE)
+    large = pc.greater(x, pa.scalar(_EXACT_DOUBLE, itype))
     if not unsigned:  # (a uint64 column is not compared with a negative number)
         large = pc.or_(large, pc.less(x, -_EXACT_DOUBLE))
     return pc.if_else(large, pc.if_else(inside, exact, outside), simple)

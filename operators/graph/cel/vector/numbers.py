@@ -64,6 +64,9 @@ from operators.graph.cel.vector.values import (
 _KERNELS: Final = {"+": pc.add, "-": pc.subtract, "*": pc.multiply}
 _ONE: Final = {INT: pa.scalar(1, INT64), UINT: pa.scalar(1, UINT64)}
 _RANGES: Final = {INT: (INT64_MIN, INT64_MAX), UINT: (0, UINT64_MAX)}
+_ZERO: Final = pa.scalar(0, INT64)
+_ZERO_U: Final = pa.scalar(0, UINT64)
+_INT64_MAX_U: Final = pa.scalar(INT64_MAX, UINT64)
 
 
 def arithmetic(op: str, a: Compiled, b: Compiled, static: str) -> Compiled:
@@ -184,7 +187,7 @@ def _product_overflow(x: Datum, y: Datum, result: Datum, kind: str) -> Datum:
     """
     one = _ONE[kind]
     if kind == UINT:
-        zero = pc.equal(x, 0)
+        zero = pc.equal(x, _ZERO_U)
         divided = pc.divide(result, where(found(zero), one, x))
         return pc.and_(pc.invert(zero), pc.not_equal(divided, y))
     trivial = pc.or_(pc.equal(x, 0), pc.equal(x, -1))
@@ -198,14 +201,14 @@ def _division(op: str, a: Compiled, b: Compiled, kind: str) -> Compiled:
     and ``MIN % -1`` fail the row (as in the row backend and cel-go)."""
     kernel = pc.divide if op == "/" else pc.remainder
     first, second = a.run, b.run
-    one = _ONE[kind]
+    one, zero = _ONE[kind], _ZERO_U if kind == UINT else _ZERO
 
     def run(env: Env) -> Vec:
         x, y = first(env), second(env)
         span_x, span_y = bounds(x.values), bounds(y.values)
         bad = None
         if span_y is not None and span_y[0] <= 0 <= span_y[1]:
-            bad = found(pc.equal(y.values, 0))
+            bad = found(pc.equal(y.values, zero))
         if (
             kind == INT
             and span_x is not None
@@ -291,8 +294,9 @@ def conversion(name: str, a: Compiled) -> Compiled:
 
 def _int_range(kind: str) -> Callable[[Datum], Datum] | None:
     """Where a value of ``kind`` is out of the int64 range (``None``: never)."""
-    if kind == UINT:
-        return lambda x: pc.greater(x, INT64_MAX)
+    if kind == UINT:  # (a uint64 column compared with uint64 scalars only: Arrow would cast
+        # it to int64 to compare it with an int64 one, and fail on the values beyond)
+        return lambda x: pc.greater(x, _INT64_MAX_U)
     if kind == DOUBLE:  # NaN is in no range
         return lambda x: pc.invert(_within(x, -(2.0**63), 2.0**63))
     return None
@@ -319,8 +323,13 @@ def _checked_cast(
     """``a`` cast to ``shape``'s type, failing where ``out_of_range`` says (doubles truncated)."""
     operand, target = a.run, shape.type
     double = a.shape.kind == DOUBLE and shape.kind in (INT, UINT)
-    if a.shape.type == target:
-        return a
+    if a.shape.type == target:  # the value as it is; but a conversion of null fails
+
+        def same(env: Env) -> Vec:
+            x = operand(env)
+            return Vec(x.values, strict(x))
+
+        return Compiled(shape, same)
 
     def run(env: Env) -> Vec:
         x = operand(env)

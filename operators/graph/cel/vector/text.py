@@ -109,7 +109,7 @@ def matches(a: Compiled, pattern: object, program: int, max_steps: int) -> Compi
     def run(env: Env) -> Vec:
         x = operand(env)
         errors = strict(x)
-        size = pc.binary_length(x.values)
+        size = pc.cast(pc.binary_length(x.values), INT64)
         span = bounds(size)
         if span is not None and span[1] >= too_long:
             errors = either(errors, found(pc.greater_equal(size, too_long)))
