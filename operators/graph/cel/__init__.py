@@ -247,9 +247,7 @@ def _compile(
     function = namespace["_cel"]
     assert callable(function)
     forms = {shape: cast("Callable[..., list[Any]]", namespace[f"_cel_{shape}"]) for shape in batch}
-    return Expression(
-        source, names, function, python, result_type, forms, cost, limits.max_steps
-    )
+    return Expression(source, names, function, python, result_type, forms, cost, limits.max_steps)
 
 
 def _check(

@@ -103,7 +103,9 @@ def same(actual: Any, expected: Any) -> bool:
     if isinstance(actual, list):
         return len(actual) == len(expected) and all(map(same, actual, expected))
     if isinstance(actual, dict):
-        return actual.keys() == expected.keys() and all(same(actual[k], expected[k]) for k in actual)
+        return actual.keys() == expected.keys() and all(
+            same(actual[k], expected[k]) for k in actual
+        )
     return bool(actual == expected)
 
 
@@ -129,16 +131,21 @@ def vector_outcome(case: Case) -> str | None:
     except EvaluationError:
         row = ("error", None)
     for length in (1, 3):
-        columns = [pa.array([value] * length, types[name]) for name, value in zip(names, values)]
+        columns = [
+            pa.array([value] * length, types[name])
+            for name, value in zip(names, values, strict=True)
+        ]
         result, failed = vector.evaluate(*columns, length=length)
         for i in range(length):
             got = ("error", None) if failed is not None and failed[i].as_py() else None
             got = got or ("value", result[i].as_py())
             if got[0] != row[0] or (got[0] == "value" and not same(got[1], row[1])):
                 return f"differs: {got} on the vector backend, {row} on the row backend"
-        if row[0] == "error" and vector.messages(columns, list(range(length))) != [
-            _message(expression, values)
-        ] * length:
+        if (
+            row[0] == "error"
+            and vector.messages(columns, list(range(length)))
+            != [_message(expression, values)] * length
+        ):
             return "differs: the messages"
     wanted = _expected_type(case)
     if row[0] == "value" and wanted is not None and CEL_TYPES.get(vector.type, wanted) != wanted:

@@ -44,7 +44,9 @@ SCHEMA = pa.struct(
 INT_EDGES = [INT64_MIN, INT64_MIN + 1, INT64_MAX, INT64_MAX - 1, 0, 1, -1, 2, -2, 3]
 INT_EDGES += [2**31, -(2**31), 2**32, 2**53 + 1, -(2**53) - 1, 3037000500, -3037000500]
 INTS = st.one_of(st.sampled_from(INT_EDGES), st.integers(-20, 20))
-UINTS = st.one_of(st.sampled_from([0, 1, 2, 2**32, 2**63 - 1, 2**63, UINT64_MAX]), st.integers(0, 20))
+UINTS = st.one_of(
+    st.sampled_from([0, 1, 2, 2**32, 2**63 - 1, 2**63, UINT64_MAX]), st.integers(0, 20)
+)
 FLOATS = st.one_of(
     st.sampled_from(
         [math.nan, math.inf, -math.inf, -0.0, 0.0, 2.0**53 + 2, 2.0**63, -(2.0**63), 1e308]
@@ -234,7 +236,9 @@ def same(actual: Any, expected: Any) -> bool:
     if isinstance(actual, list):
         return len(actual) == len(expected) and all(map(same, actual, expected))
     if isinstance(actual, dict):
-        return actual.keys() == expected.keys() and all(same(actual[k], expected[k]) for k in actual)
+        return actual.keys() == expected.keys() and all(
+            same(actual[k], expected[k]) for k in actual
+        )
     return bool(actual == expected)
 
 
@@ -279,9 +283,7 @@ def check(source: str, records: list[dict[str, Any]]) -> None:
             assert same(values[row].as_py(), value), (source, records[row], values[row], value)
 
 
-@settings(
-    max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow]
-)
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(EXPRESSIONS, BATCHES)
 def test_the_vector_backend_agrees_with_the_row_backend_row_by_row(
     source: str, records: list[dict[str, Any]]

@@ -47,7 +47,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, TypeAlias
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -85,7 +85,7 @@ class NotVectorized:
         return f"not vectorized: {self.reason}"
 
 
-Column = pa.Array | Columns
+Column: TypeAlias = "pa.Array | Columns"
 """A variable's values on a batch: an Arrow array, or a typed stream's container."""
 
 
@@ -135,8 +135,11 @@ class VectorExpression:
         return values, failed
 
     def predicate(self, *columns: Column, length: int | None = None) -> tuple[pa.Array, Any]:
-        """The expression as a filter's: ``(keep, failed)``, both boolean arrays (``failed``
-        ``None`` if no row failed); a row whose value is not a bool (or ``null``) fails."""
+        """The expression as a filter's: ``(keep, failed)``.
+
+        Both are boolean arrays (``failed`` is ``None`` if no row failed); a row whose value
+        is not a bool (a ``null``, or another type) fails.
+        """
         values, failed = self.evaluate(*columns, length=length)
         if self.compiled.shape.kind != BOOL:
             return pa.repeat(pa.scalar(False), len(values)), pa.repeat(pa.scalar(True), len(values))
@@ -240,8 +243,11 @@ def compile_vector(
 
 
 def _analysed(expression: Expression) -> tuple[_Node, dict[int, str], dict[str, int]]:
-    """The expression's parse tree, its nodes' static types (by ``id``) as the row backend
-    checked them, and the RE2 program size of each literal ``matches`` pattern."""
+    """The expression's parse tree, its nodes' static types and its patterns' programs.
+
+    The static types (by node ``id``) are the row backend's; the program size is RE2's, for
+    each literal ``matches`` pattern.
+    """
     source = expression.source
     tree = _Parser(source, _Lexer(source).tokens(), _UNLIMITED, _UNLIMITED).parse()
     compiler = _Compiler(

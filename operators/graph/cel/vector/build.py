@@ -36,6 +36,7 @@ from operators.graph.cel.types import NULL as STATIC_NULL
 from operators.graph.cel.types import STRING as STATIC_STRING
 from operators.graph.cel.types import UINT as STATIC_UINT
 from operators.graph.cel.vector import compare, numbers, text
+from operators.graph.cel.vector.structure import element, field
 from operators.graph.cel.vector.values import (
     ALWAYS,
     BOOL,
@@ -45,16 +46,13 @@ from operators.graph.cel.vector.values import (
     ERROR,
     FAILING,
     FLOAT64,
-    INT,
     INT64,
     INT_SHAPE,
-    LIST,
     NULL,
     NULL_SHAPE,
     OPAQUE,
     STRING_SHAPE,
     STRUCT,
-    UINT,
     UINT64,
     UINT_SHAPE,
     Compiled,
@@ -72,7 +70,6 @@ from operators.graph.cel.vector.values import (
     strict,
     where,
 )
-from operators.graph.cel.vector.structure import element, field
 
 _LITERALS: Final = {
     STATIC_INT: (INT_SHAPE, INT64),
@@ -87,8 +84,11 @@ _CONVERSIONS: Final = frozenset({"int", "uint", "double", "string"})
 
 
 class Builder:
-    """Compiles a checked parse tree, given its variables' shapes and the row backend's static
-    types (by node ``id``) and ``matches`` programs (by pattern)."""
+    """Compiles a checked parse tree.
+
+    It is given its variables' shapes, the row backend's static types (by node ``id``) and
+    the RE2 program size of each literal ``matches`` pattern.
+    """
 
     def __init__(
         self,
@@ -102,7 +102,7 @@ class Builder:
         self.programs = programs
         self.max_steps = max_steps
 
-    def node(self, node: _Node) -> Compiled:  # noqa: C901  (one branch per kind of node)
+    def node(self, node: _Node) -> Compiled:
         """The compiled ``node`` (raises :class:`NotVectorizedError`)."""
         if isinstance(node, _Lit):
             return _literal(node)
@@ -130,12 +130,14 @@ class Builder:
         raise AssertionError(f"unknown node {node!r}")  # pragma: no cover
 
     def variable(self, name: str) -> Compiled:
+        """A variable: its column."""
         shape = self.shapes.get(name)
         if shape is None:
             raise NotVectorizedError(f"the variable {name} of a comprehension")
         return Compiled(shape, lambda env: Vec(env.columns[name]))
 
     def index(self, node: _Index) -> Compiled:
+        """``a[i]``: a list's element, or a map's (a struct's) field named by a literal."""
         container = self.node(node.operand)
         if container.shape.kind == STRUCT and isinstance(node.index, _Lit):
             key = node.index.value
@@ -145,6 +147,7 @@ class Builder:
         return element(container, self.node(node.index))
 
     def binary(self, node: _Binary) -> Compiled:
+        """An arithmetic operator, a comparison or ``in``."""
         op = node.op
         left = self.node(node.left)
         if op == "in" and isinstance(node.right, _List):
@@ -160,6 +163,7 @@ class Builder:
         return compare.ordering(op, left, right)
 
     def call(self, node: _Call) -> Compiled:
+        """A function, a method or a macro (which has no vector form)."""
         name, args = node.name, node.args
         if node.target is None:
             if name == "has":
@@ -181,6 +185,7 @@ class Builder:
         return text.substring(name, receiver, self.node(args[0]))
 
     def function(self, name: str, argument: Compiled) -> Compiled:
+        """``dyn()``, ``size()`` or a conversion."""
         if name == "dyn":
             return argument
         if name == "size":
@@ -189,18 +194,22 @@ class Builder:
         return numbers.conversion(name, argument)
 
     def matches(self, subject: Compiled, pattern: _Node) -> Compiled:
+        """``subject.matches(pattern)``."""
         literal = pattern.value if isinstance(pattern, _Lit) else None
         program = self.programs.get(literal, 1) if isinstance(literal, str) else 1
         return text.matches(subject, literal, program, self.max_steps)
 
     def map_literal(self, node: _Map) -> Compiled:
+        """``{"k": v, ...}``: a struct column (literal string keys only)."""
         names = [key.value for key in node.keys if isinstance(key, _Lit)]
         if len(names) != len(node.keys) or not all(type(name) is str for name in names):
             raise NotVectorizedError("a map whose keys are not literal strings")
         if not names:
             raise NotVectorizedError("an empty map")
         values = [self.node(value) for value in node.values]
-        fields = [pa.field(str(name), value.shape.type) for name, value in zip(names, values, strict=True)]
+        fields = [
+            pa.field(str(name), value.shape.type) for name, value in zip(names, values, strict=True)
+        ]
         struct = pa.struct(fields)
         runs = [value.run for value in values]
 
@@ -325,7 +334,8 @@ def variable_shapes(types: Mapping[str, pa.DataType]) -> dict[str, Shape]:
     return {name: shape_of(arrow) for name, arrow in types.items()}
 
 
-def conformed(columns: Mapping[str, pa.Array], types: Mapping[str, pa.DataType]) -> dict[str, pa.Array]:
+def conformed(
+    columns: Mapping[str, pa.Array], types: Mapping[str, pa.DataType]
+) -> dict[str, pa.Array]:
     """The variables' columns as their shapes say (see :func:`conform`)."""
     return {name: conform(columns[name], types[name]) for name in types}
-

@@ -19,11 +19,10 @@ from typing import Final
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from operators.graph.cel.types import INT64_MAX, INT64_MIN
+from operators.graph.cel.types import INT64_MAX
 from operators.graph.cel.vector.values import (
     BOOL,
     BOOL_SHAPE,
-    BOOLEAN,
     DOUBLE,
     ERROR,
     FAILING,
@@ -31,7 +30,6 @@ from operators.graph.cel.vector.values import (
     INT,
     INT64,
     LIST,
-    NULL,
     NUMERIC,
     OPAQUE,
     STRING,
@@ -111,8 +109,10 @@ def _equality(a: Compiled, b: Compiled) -> Compiled:
 
 
 def _equal_function(a: Compiled, b: Compiled) -> Callable[[Datum, Datum], Datum] | None:
-    """The kernel comparing non-null values of ``a`` and ``b`` (``None``: kinds that differ,
-    so equal only where both are null)."""
+    """The kernel comparing non-null values of ``a`` and ``b``.
+
+    ``None`` for kinds that differ: they are equal only where both are null.
+    """
     ka, kb = a.shape.kind, b.shape.kind
     if OPAQUE in (ka, kb) or (ka == kb and ka in (LIST, STRUCT)):
         kind = ka if ka in (OPAQUE, LIST, STRUCT) else kb
@@ -128,7 +128,9 @@ def _equal_function(a: Compiled, b: Compiled) -> Callable[[Datum, Datum], Datum]
 def _equal(x: Datum, y: Datum, compare: Callable[[Datum, Datum], Datum] | None) -> Datum:
     """``x == y`` where a null is CEL's null: equal to a null, unequal to anything else."""
     null_x, null_y = nulls(x), nulls(y)
-    both = pc.and_(pc.is_null(x), pc.is_null(y)) if null_x is not None and null_y is not None else None
+    both = (
+        pc.and_(pc.is_null(x), pc.is_null(y)) if null_x is not None and null_y is not None else None
+    )
     if compare is None:
         return both if both is not None else pa.scalar(False)
     result = compare(x, y)
@@ -182,7 +184,7 @@ def _int_vs_double(op: str, x: Datum, y: Datum, unsigned: bool) -> Datum:
     """
     simple = _KERNELS[op](pc.cast(x, FLOAT64, safe=False), y)
     span = bounds(x)
-    if span is None or (-_EXACT_DOUBLE <= span[0] and span[1] <= _EXACT_DOUBLE):
+    if span is None or (span[0] >= -_EXACT_DOUBLE and span[1] <= _EXACT_DOUBLE):
         return simple
     itype = UINT64 if unsigned else INT64
     low, high = (0.0, 2.0**64) if unsigned else (-(2.0**63), 2.0**63)
@@ -218,9 +220,12 @@ def contained(a: Compiled, b: Compiled) -> Compiled:
 
 
 def membership(a: Compiled, items: list[Compiled]) -> Compiled:
-    """``a in [items]``: ``a`` is evaluated once, then compared with every item (equal, as
-    ``==`` says); the items of ``a``'s kind that are literals (strings, ints, uints, bools)
-    are looked up at once."""
+    """``a in [items]``.
+
+    ``a`` is evaluated once, then compared with every item (equal, as ``==`` says); the
+    items of ``a``'s kind that are literals (strings, ints, uints, bools) are looked up at
+    once.
+    """
     if a.shape.kind == ERROR or any(item.shape.kind == ERROR for item in items):
         return FAILING
     kind = a.shape.kind
@@ -269,4 +274,3 @@ def _key_of(a: Compiled, b: Compiled) -> Compiled:
         return Vec(_looked_up(x.values, names), errors)
 
     return Compiled(BOOL_SHAPE, run)
-

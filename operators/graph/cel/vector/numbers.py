@@ -197,8 +197,11 @@ def _product_overflow(x: Datum, y: Datum, result: Datum, kind: str) -> Datum:
 
 
 def _division(op: str, a: Compiled, b: Compiled, kind: str) -> Compiled:
-    """``/`` (truncating) or ``%`` (the dividend's sign) on ints: a zero divisor, ``MIN / -1``
-    and ``MIN % -1`` fail the row (as in the row backend and cel-go)."""
+    """``/`` (truncating) or ``%`` (the dividend's sign) on ints.
+
+    A zero divisor, ``MIN / -1`` and ``MIN % -1`` fail the row (as in the row backend and
+    cel-go).
+    """
     kernel = pc.divide if op == "/" else pc.remainder
     first, second = a.run, b.run
     one, zero = _ONE[kind], _ZERO_U if kind == UINT else _ZERO

@@ -1,10 +1,10 @@
-"""String functions on columns, and ``size``.
+r"""String functions on columns, and ``size``.
 
 * ``size`` counts code points (``utf8_length``), as CEL and Python do, elements of a list, or
   the keys of a map (a struct's fields);
 * ``contains``, ``startsWith`` and ``endsWith`` take a literal string, matched literally;
 * ``matches`` takes a literal pattern, checked at submission by RE2 (the row backend) and
-  here by Arrow's RE2 (both RE2: ``\\d``, ``\\w``, ``\\s`` and ``\\b`` are ASCII, the search
+  here by Arrow's RE2 (both RE2: ``\d``, ``\w``, ``\s`` and ``\b`` are ASCII, the search
   linear), compiled by Arrow once per batch; a string whose search would cost more than the
   step limit fails as in the row backend (its bytes times the pattern's program size);
 * ``lower`` and ``upper`` map ASCII with Arrow's ASCII kernels; a batch with other
@@ -146,4 +146,3 @@ def _scalar_safe(kernel: Callable[..., Datum], values: Datum, **options: object)
     if isinstance(values, pa.Scalar):
         return kernel(pa.array([values.as_py()], pa.string()), **options)[0]
     return kernel(values, **options)
-

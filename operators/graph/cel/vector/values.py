@@ -191,8 +191,10 @@ def nulls(values: Datum) -> Datum | None:
 
 
 def strict(*vecs: Vec) -> Datum | None:
-    """The rows where an operand failed or is null: an error for an operation that needs
-    values (arithmetic, ordering, a function's argument)."""
+    """The rows where an operand failed or is null.
+
+    Both fail an operation that needs values (arithmetic, ordering, a function's argument).
+    """
     return either(*(vec.errors for vec in vecs), *(nulls(vec.values) for vec in vecs))
 
 
