@@ -107,16 +107,18 @@ def test_narrow_ints_floats_and_dictionaries_are_seen_as_the_row_backend_sees_th
     ("source", "reason"),
     [
         ("r.xs.exists_one(x, x > 1)", "the macro exists_one"),
-        ("r.xs.map(x, x * 2)", "the macro map"),
+        ("r.ls.all(l, l.exists(y, y > 0))", "the macro all in an expression whose comprehensions"),
+        ("r.ss.exists(s, s.matches('a'))", "the macro exists in an expression whose comprehensions"),
         ("r.s.matches(r.s)", "matches with a pattern that is not a literal"),
         ("r.s.contains(r.s)", "contains with an argument that is not a literal string"),
-        ("r.xs == r.xs", "== on lists"),
         ("r.i in r.xs", "in on a list that is not a list literal"),
+        ("[r.i, r.s]", "a list of values of different types"),
+        ("r.xs + ['a']", "+ on lists of different types"),
         ("r.i > 0 ? r.i : r.s", "?: with branches of different types (int64 and string)"),
         ("r.u + 1", "arithmetic on a uint64 value without a uint operand, or on an int value"),
         ("r.ts == r.ts", "== on timestamp[ms]"),
         ("{r.s: 1}", "a map whose keys are not literal strings"),
-        ("[r.i, 2]", "a list built by the expression (but after in)"),
+        ("r.ts.exists(t, true)", "the macro exists over a value of Arrow type timestamp[ms]"),
     ],
 )
 def test_what_has_no_vector_form_says_why(source: str, reason: str) -> None:
@@ -128,6 +130,8 @@ def test_what_has_no_vector_form_says_why(source: str, reason: str) -> None:
                 ("s", pa.string()),
                 ("xs", pa.list_(pa.int64())),
                 ("ts", pa.timestamp("ms")),
+                ("ls", pa.list_(pa.list_(pa.int64()))),
+                ("ss", pa.list_(pa.string())),
             ]
         )
     }

@@ -92,14 +92,16 @@ def binary(op: str, left: st.SearchStrategy[str], right: st.SearchStrategy[str])
     return st.tuples(left, right).map(lambda pair: f"({pair[0]} {op} {pair[1]})")
 
 
-def ints(depth: int) -> st.SearchStrategy[str]:
+def ints(depth: int, element: bool = False) -> st.SearchStrategy[str]:
+    """int-typed; ``element``: in a macro's body, where ``x`` is an element of ``r.xs``."""
+    names = ["r.i", "r.j", "r.n.x", "r.xs[0]", "r.xs[1]", "size(r.xs)"]
     leaves = st.one_of(
-        st.sampled_from(["r.i", "r.j", "r.n.x", "r.xs[0]", "r.xs[1]", "size(r.xs)"]),
+        st.sampled_from(names + ["x"] * 4 if element else names),
         st.sampled_from(INT_LITERALS),
     )
     if depth == 0:
         return leaves
-    inner = ints(depth - 1)
+    inner = ints(depth - 1, element)
     return st.one_of(
         leaves,
         st.sampled_from(["+", "-", "*", "/", "%"]).flatmap(lambda op: binary(op, inner, inner)),
@@ -187,6 +189,31 @@ def comparisons(depth: int) -> st.SearchStrategy[str]:
     return st.one_of(*ordered, *hetero, binary("<", st.just("r.s"), ints(0)))
 
 
+def lists(depth: int) -> st.SearchStrategy[str]:
+    """list-of-int-typed: fields, list literals, ``+``, and the macros ``map`` and ``filter``."""
+    leaves = st.sampled_from(["r.xs", "[]", "[1, 2]", "[r.i, r.j]", "[r.n.x, 3, -1]"])
+    if depth == 0:
+        return leaves
+    inner = lists(depth - 1)
+    body, test = ints(1, element=True), element_tests()
+    return st.one_of(
+        leaves,
+        binary("+", inner, inner),
+        st.tuples(inner, body).map(lambda p: f"{p[0]}.map(x, {p[1]})"),
+        st.tuples(inner, test).map(lambda p: f"{p[0]}.filter(x, {p[1]})"),
+        st.tuples(inner, test, body).map(lambda p: f"{p[0]}.map(x, {p[1]}, {p[2]})"),
+        conditional(depth, inner),
+    )
+
+
+def element_tests() -> st.SearchStrategy[str]:
+    """bool-typed, in a macro's body (no macro: a nested one counts steps, see macros.py)."""
+    body = ints(1, element=True)
+    op = st.sampled_from(["==", "!=", "<", ">", "<="])
+    test = op.flatmap(lambda o: binary(o, body, body))
+    return st.one_of(test, binary("||", test, test), binary("&&", test, test))
+
+
 def bools(depth: int) -> st.SearchStrategy[str]:
     leaves = st.one_of(
         st.sampled_from(["r.b", "true", "false", "has(r.n.x)", "has(r.n.z)"]),
@@ -204,9 +231,16 @@ def bools(depth: int) -> st.SearchStrategy[str]:
     if depth <= 0:
         return leaves
     inner = bools(depth - 1)
+    macros = st.tuples(lists(depth - 1), st.sampled_from(["all", "exists"]), element_tests())
+    equal = st.sampled_from(["==", "!="])
+    maps = st.tuples(ints(0), strings(0)).map(lambda p: f'{{"x": {p[0]}, "y": {p[1]}}}')
     return st.one_of(
         leaves,
         comparisons(depth - 1),
+        macros.map(lambda p: f"{p[0]}.{p[1]}(x, {p[2]})"),
+        equal.flatmap(lambda o: binary(o, lists(depth - 1), lists(depth - 1))),
+        equal.flatmap(lambda o: binary(o, st.sampled_from(["r.n", "{}"]), maps)),
+        lists(depth - 1).map(lambda xs: f"size({xs}) > 1"),
         binary("&&", inner, inner),
         binary("||", inner, inner),
         inner.map(lambda b: f"!{b}"),
@@ -220,7 +254,7 @@ def maps(depth: int) -> st.SearchStrategy[str]:
     return fields.map(lambda f: f'{{"i": {f[0]}, "s": {f[1]}, "b": {f[2]}}}')
 
 
-EXPRESSIONS = st.one_of(ints(2), uints(2), doubles(2), strings(2), bools(2), maps(1))
+EXPRESSIONS = st.one_of(ints(2), uints(2), doubles(2), strings(2), bools(2), maps(1), lists(2))
 
 # --------------------------------------------------------------------------- the property
 

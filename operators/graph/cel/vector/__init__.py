@@ -232,21 +232,24 @@ def compile_vector(
     missing = [name for name in expression.variables if name not in types]
     if missing:
         raise ValueError(f"no Arrow type for the variables {missing}")
-    tree, static, programs = _analysed(expression)
+    tree, compiler = _analysed(expression)
     chosen = {name: types[name] for name in expression.variables}
     shapes = {name: shape_of(arrow) for name, arrow in chosen.items()}
+    programs = {text: program for text, (_name, program) in compiler.patterns.items()}
+    counted, probed = compiler.counts_per_element, frozenset(compiler.probed)
+    builder = Builder(shapes, compiler.types, programs, expression.max_steps, counted, probed)
     try:
-        compiled = Builder(shapes, static, programs, expression.max_steps).node(tree)
+        compiled = builder.node(tree)
     except NotVectorizedError as error:
         return NotVectorized(error.reason)
     return VectorExpression(expression, chosen, compiled)
 
 
-def _analysed(expression: Expression) -> tuple[_Node, dict[int, str], dict[str, int]]:
-    """The expression's parse tree, its nodes' static types and its patterns' programs.
+def _analysed(expression: Expression) -> tuple[_Node, _Compiler]:
+    """The expression's parse tree, and the row backend's compiler having checked it.
 
-    The static types (by node ``id``) are the row backend's; the program size is RE2's, for
-    each literal ``matches`` pattern.
+    The compiler knows the nodes' static types (by node ``id``), the RE2 program of each
+    literal ``matches`` pattern, and what its comprehensions count against the step limit.
     """
     source = expression.source
     tree = _Parser(source, _Lexer(source).tokens(), _UNLIMITED, _UNLIMITED).parse()
@@ -254,5 +257,4 @@ def _analysed(expression: Expression) -> tuple[_Node, dict[int, str], dict[str, 
         source, expression.variables, _UNLIMITED, expression.max_steps, counting=False
     )
     compiler.module(tree)
-    programs = {text: program for text, (_name, program) in compiler.patterns.items()}
-    return tree, compiler.types, programs
+    return tree, compiler

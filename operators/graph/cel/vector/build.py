@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 from operators.graph.cel.syntax import (
     _Binary,
     _Call,
+    _children,
     _Cond,
     _Ident,
     _Index,
@@ -35,8 +36,8 @@ from operators.graph.cel.types import INT as STATIC_INT
 from operators.graph.cel.types import NULL as STATIC_NULL
 from operators.graph.cel.types import STRING as STATIC_STRING
 from operators.graph.cel.types import UINT as STATIC_UINT
-from operators.graph.cel.vector import compare, numbers, text
-from operators.graph.cel.vector.structure import element, field
+from operators.graph.cel.vector import compare, macros, numbers, text
+from operators.graph.cel.vector.structure import element, field, list_of
 from operators.graph.cel.vector.values import (
     ALWAYS,
     BOOL,
@@ -48,8 +49,10 @@ from operators.graph.cel.vector.values import (
     FLOAT64,
     INT64,
     INT_SHAPE,
+    LIST,
     NULL,
     NULL_SHAPE,
+    NUMERIC,
     OPAQUE,
     STRING_SHAPE,
     STRUCT,
@@ -64,10 +67,13 @@ from operators.graph.cel.vector.values import (
     column,
     conform,
     either,
+    element_shape,
     field_shape,
     nulls,
     shape_of,
     strict,
+    typed,
+    untyped,
     where,
 )
 
@@ -80,6 +86,8 @@ _LITERALS: Final = {
     STATIC_NULL: (NULL_SHAPE, pa.null()),
 }
 _NULL_BOOL: Final = pa.scalar(None, BOOLEAN)
+_FREE: Final = NUMERIC | {BOOL, NULL, ERROR}
+"""The kinds of value a comprehension pays nothing for (see :attr:`Builder.probed`)."""
 _CONVERSIONS: Final = frozenset({"int", "uint", "double", "string"})
 
 
@@ -96,14 +104,33 @@ class Builder:
         static: Mapping[int, str],
         programs: Mapping[str, int],
         max_steps: int,
+        counted: bool = False,
+        probed: frozenset[int] = frozenset(),
     ) -> None:
         self.shapes = shapes
         self.static = static
         self.programs = programs
         self.max_steps = max_steps
+        self.counted = counted
+        """Whether the row backend counts steps per element in the expression's
+        comprehensions (``matches`` in one, one nested in another)."""
+        self.probed = probed
+        """The nodes (by ``id``) whose values a comprehension pays for as it starts, by their
+        size if they are strings, lists or maps (nothing for other values)."""
 
     def node(self, node: _Node) -> Compiled:
         """The compiled ``node`` (raises :class:`NotVectorizedError`)."""
+        compiled = self.dispatch(node)
+        if id(node) in self.probed and compiled.shape.kind not in _FREE:
+            raise NotVectorizedError(
+                "a comprehension whose body works on a string, list or map that does not"
+                " depend on the element (the row backend counts its size against the step"
+                " limit)"
+            )
+        return compiled
+
+    def dispatch(self, node: _Node) -> Compiled:
+        """The compiled ``node``, by its kind."""
         if isinstance(node, _Lit):
             return _literal(node)
         if isinstance(node, _Ident):
@@ -126,7 +153,7 @@ class Builder:
         if isinstance(node, _Map):
             return self.map_literal(node)
         if isinstance(node, _List):
-            raise NotVectorizedError("a list built by the expression (but after in)")
+            return list_of([self.node(item) for item in node.items])
         raise AssertionError(f"unknown node {node!r}")  # pragma: no cover
 
     def variable(self, name: str) -> Compiled:
@@ -174,7 +201,7 @@ class Builder:
             argument = self.node(args[0])
             return self.function(name, argument)
         if name in _MACROS:
-            raise NotVectorizedError(f"the macro {name}")
+            return self.macro(node)
         receiver = self.node(node.target)
         if name == "size":
             return text.size(receiver)
@@ -183,6 +210,35 @@ class Builder:
         if name in ("lower", "upper"):
             return text.case(name, receiver)
         return text.substring(name, receiver, self.node(args[0]))
+
+    def macro(self, node: _Call) -> Compiled:
+        """``all``, ``exists``, ``map`` or ``filter`` over a list (see ``macros.py``)."""
+        name, variable = node.name, node.args[0]
+        assert node.target is not None and isinstance(variable, _Ident)  # the checker made sure
+        if name == "exists_one":
+            raise NotVectorizedError("the macro exists_one")
+        if self.counted:
+            raise NotVectorizedError(
+                f"the macro {name} in an expression whose comprehensions count steps per"
+                " element (one nested in another, or matches in one)"
+            )
+        target = self.node(node.target)
+        if target.shape.kind == STRUCT:  # a macro over a map ranges over its keys
+            target = _keys(target)
+        if target.shape.kind == OPAQUE:
+            raise NotVectorizedError(
+                f"the macro {name} over a value of Arrow type {target.shape.type}"
+            )
+        if target.shape.kind != LIST:
+            return FAILING  # no such overload
+        shapes = {**self.shapes, variable.name: element_shape(target.shape)}
+        inner = Builder(
+            shapes, self.static, self.programs, self.max_steps, self.counted, self.probed
+        )
+        parts = [inner.node(arg) for arg in node.args[1:]]
+        read = {name for arg in node.args[1:] for name in _names(arg)}
+        outer = sorted(read.intersection(self.shapes) - {variable.name})
+        return macros.comprehension(name, target, variable.name, parts, outer)
 
     def function(self, name: str, argument: Compiled) -> Compiled:
         """``dyn()``, ``size()`` or a conversion."""
@@ -204,8 +260,6 @@ class Builder:
         names = [key.value for key in node.keys if isinstance(key, _Lit)]
         if len(names) != len(node.keys) or not all(type(name) is str for name in names):
             raise NotVectorizedError("a map whose keys are not literal strings")
-        if not names:
-            raise NotVectorizedError("an empty map")
         values = [self.node(value) for value in node.values]
         fields = [
             pa.field(str(name), value.shape.type) for name, value in zip(names, values, strict=True)
@@ -216,13 +270,36 @@ class Builder:
         def run(env: Env) -> Vec:
             vecs = [value(env) for value in runs]
             arrays = [
-                column(_typed(vec.values, f.type), env.length)
+                column(typed(vec.values, f.type), env.length)
                 for vec, f in zip(vecs, fields, strict=True)
             ]
-            array = pa.StructArray.from_arrays(arrays, fields=fields)
+            if not fields:  # {}: a struct of no field has no column to take its length from
+                array = pa.StructArray.from_buffers(struct, env.length, [None])
+            else:
+                array = pa.StructArray.from_arrays(arrays, fields=fields)
             return Vec(array, either(*(vec.errors for vec in vecs)))
 
         return Compiled(Shape(STRUCT, struct), run)
+
+
+def _keys(container: Compiled) -> Compiled:
+    """A map's (a struct's) keys, as a list on every row (where it is not null)."""
+    names = [field.name for field in container.shape.type]
+    keys = list_of([_literal(_Lit(0, name, STATIC_STRING)) for name in names])
+    inner, lists = container.run, keys.run
+
+    def run(env: Env) -> Vec:
+        x = inner(env)
+        return Vec(lists(env).values, either(x.errors, nulls(x.values)))
+
+    return Compiled(keys.shape, run)
+
+
+def _names(node: _Node) -> set[str]:
+    """The names ``node`` reads (a comprehension's variables among them: a superset)."""
+    if isinstance(node, _Ident):
+        return {node.name}
+    return {name for child in _children(node) for name in _names(child)}
 
 
 def _literal(node: _Lit) -> Compiled:
@@ -230,13 +307,6 @@ def _literal(node: _Lit) -> Compiled:
     scalar = pa.scalar(node.value, arrow)
     vec = Vec(scalar)
     return Compiled(shape, lambda _env: vec, node.value)
-
-
-def _typed(values: Datum, arrow: pa.DataType) -> Datum:
-    """``values`` as ``arrow`` if they are nulls of no type (a ``null`` or failing node)."""
-    if values.type == arrow or not pa.types.is_null(values.type):
-        return values
-    return pa.scalar(None, arrow) if isinstance(values, pa.Scalar) else pc.cast(values, arrow)
 
 
 def _negated(a: Compiled) -> Compiled:
@@ -303,12 +373,12 @@ def _conditional(test: Compiled, then: Compiled, orelse: Compiled) -> Compiled:
         c = condition(env)
         broken = strict(c)
         if isinstance(c.values, pa.Scalar):  # one branch for every row: only it is evaluated
-            if broken is not None:
-                return Vec(pa.scalar(None, pa.null()), ALWAYS)
+            if not c.values.is_valid:
+                return Vec(pa.scalar(None, shape.type), ALWAYS)
             taken = (first if c.values.as_py() else second)(env)
-            return Vec(_typed(taken.values, shape.type), taken.errors)
+            return Vec(typed(taken.values, shape.type), either(broken, taken.errors))
         x, y = first(env), second(env)
-        values = pc.if_else(c.values, _typed(x.values, shape.type), _typed(y.values, shape.type))
+        values = pc.if_else(c.values, typed(x.values, shape.type), typed(y.values, shape.type))
         chosen = pc.fill_null(c.values, False) if c.values.null_count else c.values
         errors = either(
             broken,
@@ -322,9 +392,9 @@ def _conditional(test: Compiled, then: Compiled, orelse: Compiled) -> Compiled:
 
 def _unified(a: Shape, b: Shape) -> Shape:
     """The shape of ``c ? a : b``: one Arrow type (a ``null`` or failing branch takes any)."""
-    if a.kind in (ERROR, NULL):
+    if a.kind in (ERROR, NULL) or (untyped(a.type) and a.kind == b.kind):
         return b if b.kind != ERROR else a
-    if b.kind in (ERROR, NULL) or a.type == b.type:
+    if b.kind in (ERROR, NULL) or a.type == b.type or (untyped(b.type) and a.kind == b.kind):
         return a
     raise NotVectorizedError(f"?: with branches of different types ({a.type} and {b.type})")
 

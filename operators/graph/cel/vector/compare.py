@@ -14,7 +14,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Final
+from typing import Any, Final
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -40,10 +40,16 @@ from operators.graph.cel.vector.values import (
     Datum,
     Env,
     NotVectorizedError,
+    Shape,
     Vec,
     bounds,
+    conform,
     either,
+    element_shape,
+    field_shape,
     nulls,
+    per_row,
+    positions,
     strict,
     where,
 )
@@ -98,7 +104,7 @@ def _equality(a: Compiled, b: Compiled) -> Compiled:
     """``a == b``: its values are never null (an error fails the row)."""
     if ERROR in (a.shape.kind, b.shape.kind):
         return FAILING
-    compare = _equal_function(a, b)
+    compare = _equal_function(a.shape, b.shape)
     first, second = a.run, b.run
 
     def run(env: Env) -> Vec:
@@ -108,21 +114,73 @@ def _equality(a: Compiled, b: Compiled) -> Compiled:
     return Compiled(BOOL_SHAPE, run)
 
 
-def _equal_function(a: Compiled, b: Compiled) -> Callable[[Datum, Datum], Datum] | None:
-    """The kernel comparing non-null values of ``a`` and ``b``.
+def _equal_function(a: Shape, b: Shape) -> Callable[[Datum, Datum], Datum] | None:
+    """The kernel comparing non-null values of shapes ``a`` and ``b``.
 
-    ``None`` for kinds that differ: they are equal only where both are null.
+    ``None`` for kinds that differ (and maps of different keys): they are equal only where
+    both are null. Lists and maps (structs) compare element by element (see
+    :func:`_lists_equal`, :func:`_structs_equal`).
     """
-    ka, kb = a.shape.kind, b.shape.kind
-    if OPAQUE in (ka, kb) or (ka == kb and ka in (LIST, STRUCT)):
-        kind = ka if ka in (OPAQUE, LIST, STRUCT) else kb
-        what = "lists" if kind == LIST else "maps" if kind == STRUCT else f"{a.shape.type}"
-        raise NotVectorizedError(f"== on {what}")
+    ka, kb = a.kind, b.kind
+    if OPAQUE in (ka, kb):
+        raise NotVectorizedError(f"== on {a.type if ka == OPAQUE else b.type}")
+    if ka == kb == LIST:
+        items = _equal_function(element_shape(a), element_shape(b))
+        types = (a.type.value_type, b.type.value_type)
+        return lambda x, y: _lists_equal(x, y, items, types)
+    if ka == kb == STRUCT:
+        names = [f.name for f in a.type]
+        if sorted(names) != sorted(f.name for f in b.type):
+            return None  # maps of different keys
+        fields = [(name, _field_function(a, b, name)) for name in names]
+        return lambda x, y: _structs_equal(x, y, fields)
     if ka in NUMERIC and kb in NUMERIC:
         return _numbers("==", ka, kb)
     if ka == kb and ka in (STRING, BOOL):
         return pc.equal  # type: ignore[no-any-return]
     return None
+
+
+def _field_function(a: Shape, b: Shape, name: str) -> tuple[Any, Any, Any]:
+    """How to compare the field ``name`` of two maps: its kernel, and each side's Arrow type."""
+    shape_a, shape_b = field_shape(a, name), field_shape(b, name)
+    assert shape_a is not None and shape_b is not None
+    arrow_a, arrow_b = a.type.field(name).type, b.type.field(name).type
+    return _equal_function(shape_a, shape_b), arrow_a, arrow_b
+
+
+def _structs_equal(x: Datum, y: Datum, fields: list[tuple[str, Any]]) -> Datum:
+    """Maps of the same keys: equal where every field is (false where either is null)."""
+    result: Datum = pc.and_(pc.is_valid(x), pc.is_valid(y))
+    for name, (compare, arrow_x, arrow_y) in fields:
+        left, right = conform(x.field(name), arrow_x), conform(y.field(name), arrow_y)
+        result = pc.and_(result, _equal(left, right, compare))
+    return result
+
+
+def _lists_equal(
+    x: Datum, y: Datum, items: Callable[[Datum, Datum], Datum] | None, types: tuple[Any, Any]
+) -> Datum:
+    """Lists of the same length whose elements are equal, in order (false where one is null).
+
+    Each element of ``x`` is compared with the element of ``y`` at the same place in its
+    row's list (found from the lists' offsets), on the rows whose lengths agree; a row is
+    equal if none of its elements differs.
+    """
+    length_x = pc.fill_null(pc.cast(pc.list_value_length(x), INT64), -1)
+    length_y = pc.fill_null(pc.cast(pc.list_value_length(y), INT64), -2)
+    same = pc.equal(length_x, length_y)
+    parents = pc.list_parent_indices(x)
+    counts = pc.if_else(pc.less(length_x, 0), 0, length_x)
+    starts = pc.subtract(pc.cumulative_sum(counts), counts)  # each row's first element
+    local = pc.subtract(positions(len(parents)), pc.take(starts, parents))
+    aligned = pc.take(same, parents)
+    at = pc.add(pc.take(pc.cast(y.offsets[:-1], INT64), parents), local)
+    other = pc.take(y.values, pc.if_else(aligned, at, pa.scalar(None, INT64)))
+    mine = conform(pc.list_flatten(x), types[0])
+    equal = _equal(mine, conform(other, types[1]), items)
+    differ = pc.and_(aligned, pc.invert(pc.fill_null(equal, False)))
+    return pc.and_(same, pc.equal(per_row(differ, counts), 0))
 
 
 def _equal(x: Datum, y: Datum, compare: Callable[[Datum, Datum], Datum] | None) -> Datum:
@@ -234,7 +292,7 @@ def membership(a: Compiled, items: list[Compiled]) -> Compiled:
     if kind in (STRING, INT, UINT, BOOL) and len(lookup) > 1:
         value_set = pa.array(lookup, a.shape.type)
         items = [i for i in items if not (i.literal is not None and i.shape.kind == kind)]
-    tests = [(item.run, _equal_function(a, item)) for item in items]
+    tests = [(item.run, _equal_function(a.shape, item.shape)) for item in items]
     first = a.run
 
     def run(env: Env) -> Vec:

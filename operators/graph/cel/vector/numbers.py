@@ -30,6 +30,7 @@ import pyarrow.compute as pc
 from operators.graph.cel.convert import _to_double, _to_int, _to_string, _to_uint
 from operators.graph.cel.types import INT64_MAX, INT64_MIN, UINT64_MAX
 from operators.graph.cel.types import UINT as STATIC_UINT
+from operators.graph.cel.vector.structure import concatenation
 from operators.graph.cel.vector.values import (
     BOOL,
     DOUBLE,
@@ -92,7 +93,7 @@ def arithmetic(op: str, a: Compiled, b: Compiled, static: str) -> Compiled:
     if ka == kb == STRING and op == "+":
         return _strict(a.shape, a, b, lambda x, y: pc.binary_join_element_wise(x, y, ""))
     if ka == kb == LIST and op == "+":
-        raise NotVectorizedError("+ on lists")
+        return concatenation(a, b)
     if OPAQUE in (ka, kb):
         raise NotVectorizedError(f"{op} on a value of Arrow type {a.shape.type}")
     return FAILING  # no such overload, on every row

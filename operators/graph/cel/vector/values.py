@@ -104,6 +104,7 @@ DOUBLE_SHAPE: Final = Shape(DOUBLE, FLOAT64)
 STRING_SHAPE: Final = Shape(STRING, pa.string())
 
 _NULL: Final = pa.scalar(None, pa.null())
+_ZERO_INT64: Final = pa.array([0], INT64)
 ALWAYS: Final = pa.scalar(True)
 """The error mask of a node that fails on every row."""
 
@@ -242,9 +243,21 @@ def as_mask(errors: Datum | None, length: int) -> pa.Array | None:
     return errors if pc.any(errors).as_py() else None
 
 
-def typed_null(arrow: pa.DataType) -> pa.Scalar:
-    """A null of type ``arrow``."""
-    return pa.scalar(None, arrow)
+def typed(values: Datum, arrow: pa.DataType) -> Datum:
+    """``values`` as ``arrow`` if they are of no type.
+
+    Nulls of no type are a ``null`` or a failing node; lists of them, ``[]``.
+    """
+    if values.type == arrow or not untyped(values.type):
+        return values
+    return values.cast(arrow) if isinstance(values, pa.Scalar) else pc.cast(values, arrow)
+
+
+def untyped(arrow: pa.DataType) -> bool:
+    """Whether ``arrow`` is the null type, or lists of it: what an empty list literal is."""
+    if pa.types.is_list(arrow):
+        return untyped(arrow.value_type)
+    return bool(pa.types.is_null(arrow))
 
 
 def by_distinct(values: Datum, fn: Callable[[Any], Any], arrow: pa.DataType) -> Vec:
@@ -261,6 +274,10 @@ def by_distinct(values: Datum, fn: Callable[[Any], Any], arrow: pa.DataType) -> 
     results: list[Any] = []
     bad: list[bool] = []
     for value in encoded.dictionary.to_pylist():
+        if value is None:  # (a column of the null type keeps its null in the dictionary)
+            results.append(None)
+            bad.append(False)
+            continue
         try:
             results.append(fn(value))
             bad.append(False)
@@ -272,3 +289,19 @@ def by_distinct(values: Datum, fn: Callable[[Any], Any], arrow: pa.DataType) -> 
     if isinstance(values, pa.Scalar):
         return Vec(mapped[0], None if errors is None else errors[0])
     return Vec(mapped, None if errors is None else pc.fill_null(errors, False))
+
+
+def per_row(mask: Datum, lengths: pa.Array) -> pa.Array:
+    """How many elements of each row's list ``mask`` (over all elements) holds.
+
+    The difference of ``mask``'s prefix sums at the row's last element and before its first.
+    """
+    ones = pc.cast(column(mask, int(pc.sum(lengths).as_py() or 0)), INT64)
+    prefix = pa.concat_arrays([_ZERO_INT64, pc.cumulative_sum(ones)])
+    ends = pc.cumulative_sum(lengths)
+    return pc.subtract(pc.take(prefix, ends), pc.take(prefix, pc.subtract(ends, lengths)))
+
+
+def positions(length: int) -> pa.Array:
+    """``0, 1, ..., length - 1`` (an int64 column made by kernels)."""
+    return pc.subtract(pc.cumulative_sum(pa.repeat(pa.scalar(1, INT64), length)), 1)
