@@ -70,6 +70,10 @@ checked at submission; values read from records are ``dyn`` and checked when eva
   (not before a final newline), ``\d``, ``\w``, ``\s`` and ``\b`` ASCII-only, repetitions
   up to 1000. A pattern that is not a literal and does not compile fails the record.
 
+**Columns**: :mod:`operators.graph.cel.vector` compiles the same checked expression, given
+the Arrow types of its variables, to ``pyarrow.compute`` kernels over a whole batch, with
+these semantics row for row (or says which construct has no vector form).
+
 **Budget**: an expression is refused at submission if its estimated cost on the largest record
 (:data:`MAX_RECORD_BYTES`) is over ``max_cost`` (:data:`MAX_COST`): comprehensions multiply
 their body's cost by their range's size, so one over a record's list nested in another over a

@@ -108,7 +108,8 @@ def test_narrow_ints_floats_and_dictionaries_are_seen_as_the_row_backend_sees_th
     [
         ("r.xs.exists_one(x, x > 1)", "the macro exists_one"),
         ("r.ls.all(l, l.exists(y, y > 0))", "the macro all in an expression whose comprehensions"),
-        ("r.ss.exists(s, s.matches('a'))", "the macro exists in an expression whose comprehensions"),
+        ("r.ss.exists(s, s.matches('a'))", "the macro exists in an expression whose"),
+        ("r.xs.exists(x, r.s.contains('a'))", "a comprehension whose body works on a string"),
         ("r.s.matches(r.s)", "matches with a pattern that is not a literal"),
         ("r.s.contains(r.s)", "contains with an argument that is not a literal string"),
         ("r.i in r.xs", "in on a list that is not a list literal"),
@@ -350,3 +351,60 @@ def test_every_pair_of_int_and_double_edge_values_compares_exactly(op: str) -> N
         column([p[1] for p in upairs], pa.float64()),
     )
     assert outcomes(f"a {op} d", a=ua, d=ud) == [compare(x, y) for x, y in upairs]
+
+
+# --------------------------------------------------------------------------- lists, maps, macros
+
+LISTS = pa.array(
+    [
+        {"xs": [1, 2, 0], "k": 2},
+        {"xs": [], "k": 1},
+        {"xs": None, "k": 1},
+        {"xs": [3, None], "k": 0},
+        {"xs": [0, 5], "k": 5},
+    ],
+    pa.struct([("xs", pa.list_(pa.int64())), ("k", pa.int64())]),
+)
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        # an element that decides absorbs the others' errors; a null list fails the row
+        ("r.xs.exists(x, 6 / x > r.k)", [True, False, "error", True, "error"]),
+        ("r.xs.all(x, 6 / x > r.k)", ["error", True, "error", "error", False]),
+        ("r.xs.map(x, x * r.k)", [[2, 4, 0], [], "error", "error", [0, 25]]),
+        ("r.xs.filter(x, x > r.k)", [[], [], "error", "error", []]),
+        ("r.xs.filter(x, x < 3)", [[1, 2, 0], [], "error", "error", [0]]),
+        ("r.xs.map(x, x > 0, 6 / x)", [[6, 3], [], "error", "error", [1]]),
+        ("r.xs.map(x, x * 2).exists(y, y == 10)", [False, False, "error", "error", True]),
+        ("[r.k, r.k * 2]", [[2, 4], [1, 2], [1, 2], [0, 0], [5, 10]]),
+        ("[r.k, 1 / 0]", ["error"] * 5),
+        ("size([])", [0] * 5),
+        ("r.xs + [r.k]", [[1, 2, 0, 2], [1], "error", [3, None, 0], [0, 5, 5]]),
+        ("[] + r.xs", [[1, 2, 0], [], "error", [3, None], [0, 5]]),
+        ("r.xs == [1, 2, 0]", [True, False, False, False, False]),
+        ("r.xs == [3, null]", [False, False, False, True, False]),
+        ("r.xs != []", [True, False, True, True, True]),
+        ("r.xs == null", [False, False, True, False, False]),
+        ("[r.k] == [2.0]", [True, False, False, False, False]),
+    ],
+)
+def test_lists_and_macros(source: str, expected: list[Any]) -> None:
+    assert outcomes(source, r=LISTS) == expected
+
+
+def test_maps_compare_key_by_key_and_macros_range_over_their_keys() -> None:
+    r = pa.array(
+        [{"n": {"x": 1, "y": "a"}}, {"n": {"x": None, "y": "a"}}, {"n": None}],
+        pa.struct([("n", pa.struct([("x", pa.int64()), ("y", pa.string())]))]),
+    )
+    assert outcomes('r.n == {"x": 1, "y": "a"}', r=r) == [True, False, False]
+    assert outcomes('r.n == {"y": "a", "x": 1.0}', r=r) == [True, False, False]
+    assert outcomes('r.n == {"x": 1}', r=r) == [False, False, False]
+    assert outcomes('r.n == {"x": null, "y": "a"}', r=r) == [False, True, False]
+    assert outcomes("r.n == null", r=r) == [False, False, True]
+    assert outcomes('r.n.exists(k, k == "y")', r=r) == [True, True, "error"]
+    assert outcomes("r.n.map(k, k + k)", r=r) == [["xx", "yy"], ["xx", "yy"], "error"]
+    assert outcomes('"x" in r.n', r=r) == [True, True, "error"]
+    assert outcomes("size({})", r=r) == [0, 0, 0]
