@@ -3,8 +3,9 @@
 Each node becomes a :class:`Compiled`: its shape (known from the variables' Arrow types) and
 a function from a batch to its :class:`Vec`. A node with no vector form raises
 :class:`NotVectorizedError` with the reason, and nothing of the expression is vectorized.
-Operators live in ``numbers.py``, ``compare.py`` and ``text.py``; selection, indexing, the
-logic operators, ``?:`` and map literals here.
+Operators and functions live in ``numbers.py``, ``compare.py`` and ``text.py``, selection,
+indexing and lists in ``structure.py``, the macros in ``macros.py``; the logic operators,
+``?:`` and map literals here.
 """
 
 from __future__ import annotations
