@@ -250,6 +250,7 @@ def bools(depth: int) -> st.SearchStrategy[str]:
         equal.flatmap(lambda o: binary(o, lists(depth - 1), lists(depth - 1))),
         equal.flatmap(lambda o: binary(o, st.sampled_from(["r.n", "{}"]), maps)),
         lists(depth - 1).map(lambda xs: f"size({xs}) > 1"),
+        st.tuples(ints(0), lists(depth - 1)).map(lambda p: f"({p[0]} in {p[1]})"),
         binary("&&", inner, inner),
         binary("||", inner, inner),
         inner.map(lambda b: f"!{b}"),

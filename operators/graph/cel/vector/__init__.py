@@ -27,20 +27,23 @@ heterogeneous equality. What fails a row is found before the kernels run (no ker
 given an input it would raise on: see ``numbers.py``); an Arrow error nonetheless (none is
 known) evaluates the batch by rows, with the row backend.
 
-What has no vector form (:class:`NotVectorized` says which): the macros (``all``,
-``exists``, ``exists_one``, ``map``, ``filter``), list values built by the expression (a list
-literal but after ``in``), ``in`` on a list read from a record, ``==`` on lists and maps,
-``+`` on lists, maps with keys that are not literal strings, ``int()``/``uint()``/
-``double()`` of a string, ``string()`` of a double, ``matches`` with a pattern that is not a
-literal, ``contains``/``startsWith``/``endsWith`` with an argument that is not one, a map
-indexed by a value that is not a literal, ``?:`` whose branches have different Arrow types,
-arithmetic on a uint64 field without a uint operand (the row backend computes it as an int,
-beyond int64), and any operation on a value of an Arrow type CEL has no operation on
-(timestamps, binary...; such a value can be passed along).
+Lists, maps with literal string keys (structs), ``==`` and ``in`` on them, and the macros
+``all``, ``exists``, ``map`` and ``filter`` run on columns too (see ``macros.py``). What has
+no vector form (:class:`NotVectorized` says which): ``exists_one`` (the row backend stops at
+its second true element); a macro in an expression whose comprehensions count steps per
+element (one nested in another, ``matches`` in one) or pay for a string, list or map that
+does not depend on the element; lists of values of several types; maps whose keys are not
+literal strings; a map indexed by a value that is not a literal; ``matches`` with a pattern
+that is not a literal, ``contains``/``startsWith``/``endsWith`` with an argument that is not
+one; ``?:`` whose branches have different Arrow types; arithmetic on a uint64 field without
+a uint operand (the row backend computes it as an int, beyond int64: write ``1u``); any
+operation on a value of an Arrow type CEL has no operation on (timestamps, binary...; such a
+value can be passed along).
 
 Modules: ``values.py`` (columns of values with their failed rows, shapes), ``build.py`` (the
-walk of the parse tree), ``numbers.py``, ``compare.py``, ``text.py``, ``structure.py`` (the
-operators and functions). ``pyarrow`` is imported with this package only.
+walk of the parse tree), ``numbers.py``, ``compare.py``, ``text.py``, ``structure.py``,
+``macros.py`` (the operators, functions and macros). ``pyarrow`` is imported with this
+package only.
 """
 
 from __future__ import annotations

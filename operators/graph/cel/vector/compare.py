@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from operators.graph.cel.types import INT64_MAX
+from operators.graph.cel.vector.structure import plain
 from operators.graph.cel.vector.values import (
     BOOL,
     BOOL_SHAPE,
@@ -269,12 +270,27 @@ def _int_vs_double(op: str, x: Datum, y: Datum, unsigned: bool) -> Datum:
 
 
 def contained(a: Compiled, b: Compiled) -> Compiled:
-    """``a in b`` for ``b`` not a list literal: a key of a map (a struct)."""
+    """``a in b`` for ``b`` not a list literal: an element of a list, or a key of a map."""
     if b.shape.kind == STRUCT:
         return _key_of(a, b)
-    if b.shape.kind in (LIST, OPAQUE):
-        raise NotVectorizedError("in on a list that is not a list literal")
-    return FAILING  # no such overload
+    if b.shape.kind == OPAQUE or a.shape.kind == OPAQUE:
+        raise NotVectorizedError("in on a value of an Arrow type CEL has no operation on")
+    if b.shape.kind != LIST or a.shape.kind == ERROR:
+        return FAILING  # no such overload
+    compare = _equal_function(a.shape, element_shape(b.shape))
+    element = b.shape.type.value_type
+    first, second = a.run, b.run
+
+    def run(env: Env) -> Vec:
+        x, y = first(env), second(env)
+        lists = plain(y.values)
+        parents = pc.list_parent_indices(lists)
+        mine = x.values if isinstance(x.values, pa.Scalar) else pc.take(x.values, parents)
+        hits = _equal(mine, conform(pc.list_flatten(lists), element), compare)
+        lengths = pc.fill_null(pc.cast(pc.list_value_length(lists), INT64), 0)
+        return Vec(pc.greater(per_row(hits, lengths), 0), either(x.errors, strict(y)))
+
+    return Compiled(BOOL_SHAPE, run)
 
 
 def membership(a: Compiled, items: list[Compiled]) -> Compiled:

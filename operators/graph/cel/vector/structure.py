@@ -163,7 +163,7 @@ def concatenation(a: Compiled, b: Compiled) -> Compiled:
 
     def run(env: Env) -> Vec:
         x, y = first(env), second(env)
-        left, right = _plain(x.values), _plain(y.values)
+        left, right = plain(x.values), plain(y.values)
         length_x = pc.fill_null(pc.cast(pc.list_value_length(left), INT64), 0)
         length_y = pc.fill_null(pc.cast(pc.list_value_length(right), INT64), 0)
         lengths = pc.add(length_x, length_y)
@@ -190,7 +190,7 @@ def concatenation(a: Compiled, b: Compiled) -> Compiled:
     return Compiled(Shape(LIST, arrow), run)
 
 
-def _plain(lists: pa.Array) -> pa.Array:
+def plain(lists: pa.Array) -> pa.Array:
     """A list array with offsets (a fixed-size list cast to a list)."""
     if pa.types.is_fixed_size_list(lists.type):
         return pc.cast(lists, pa.list_(lists.type.value_field))
