@@ -73,7 +73,8 @@ class _Compiler(_Calls, _Operators):
         args = [ast.arg(arg=name) for name in self.variables]
         fallback: ast.expr | None = None
         functions: list[ast.stmt] = []
-        if _absorbs(tree):
+        self.absorbs = _absorbs(tree)
+        if self.absorbs:
             self.absorbing = True
             try:
                 absorbing = self.expr(tree)
@@ -101,10 +102,25 @@ class _Compiler(_Calls, _Operators):
 
         Built after :meth:`module`, from the same expression tree (copied): one list
         comprehension over the first variable, in the same ``try`` that turns Python's
-        exceptions into :class:`EvaluationError`.
+        exceptions into :class:`EvaluationError`. If the expression absorbs errors (see
+        :meth:`module`) and a value fails, the batch is evaluated again by ``_cel``, value by
+        value: what absorbing gives, or the first error that remains.
         """
-        code = copy.deepcopy(self.result)
-        first, *rest = self.variables
+        rest = self.variables[1:]
+        fast = self.comprehension(shape, copy.deepcopy(self.result))
+        fallback = None
+        if self.absorbs:
+            each = _call("_cel", *(_load(name) for name in self.variables))
+            fallback = self.comprehension(shape, _Code(each, self.result.type))
+        body: list[ast.stmt] = [_translating(fast, fallback)]
+        args = [ast.arg(arg="_values"), *(ast.arg(arg=name) for name in rest)]
+        return ast.FunctionDef(
+            name=f"_cel_{shape}", args=_arguments(args), body=body, decorator_list=[], returns=None
+        )
+
+    def comprehension(self, shape: str, code: _Code) -> ast.ListComp:
+        """The list comprehension of the batch form ``shape`` of ``code`` (see :meth:`batch`)."""
+        first = self.variables[0]
         generator = ast.comprehension(
             target=_store(first), iter=_load("_values"), ifs=[], is_async=0
         )
@@ -128,12 +144,7 @@ class _Compiler(_Calls, _Operators):
             steps = ast.comprehension(target=_store(_STEPS), iter=cell, ifs=[], is_async=0)
             steps.ifs, generator.ifs = generator.ifs, []
             generators.append(steps)
-        comprehension = ast.ListComp(elt=element, generators=generators)
-        body: list[ast.stmt] = [_translating(comprehension)]
-        args = [ast.arg(arg="_values"), *(ast.arg(arg=name) for name in rest)]
-        return ast.FunctionDef(
-            name=f"_cel_{shape}", args=_arguments(args), body=body, decorator_list=[], returns=None
-        )
+        return ast.ListComp(elt=element, generators=generators)
 
     def filter_test(self, code: _Code) -> ast.expr:
         """``code is True``, failing on a value that is not a bool (as ``filter`` does)."""

@@ -86,6 +86,8 @@ class _Emitter:
         self.programs: dict[int, int] = {}
         """The RE2 program size of each literal ``matches`` pattern, by its node's ``id``."""
         self.result = _Code(_const(None), NULL)
+        self.absorbs = False
+        """Whether the expression has an ``&&``, ``||``, ``all`` or ``exists``."""
         self.absorbing = False
         """Whether ``&&``, ``||``, ``all`` and ``exists`` are compiled to absorb errors as CEL
         says (the fallback of :meth:`_Compiler.module`), rather than to raise the first."""

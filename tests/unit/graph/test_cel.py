@@ -1030,13 +1030,15 @@ def test_and_or_keep_an_error_nothing_absorbs(source, record, message):
 
 
 def test_absorbing_is_the_fallback_of_a_failed_record():
-    expression = compile_expression("r.a / r.b > 1 || r.c", batch=("map", "filter"))
+    expression = compile_expression("r.a / r.b > 1 || r.c", batch=("map", "filter", "pairs"))
     records = [{"a": 4, "b": 1, "c": False}, {"a": 1, "b": 0, "c": True}]
     assert [expression.fn(record) for record in records] == [True, True]
-    # The batch forms stop at the first record whose fast evaluation fails; a caller runs
-    # the batch again record by record with fn (NodeBuilder.batched does).
-    with pytest.raises(EvaluationError, match="division by zero"):
-        expression.batch["map"](records)
+    # the batch forms, too: a batch in which a record fails is evaluated again by fn
+    assert expression.batch["map"](records) == [True, True]
+    assert expression.batch["filter"](records) == records
+    assert expression.batch["pairs"](records) == [(True, records[0]), (True, records[1])]
+    with pytest.raises(EvaluationError, match=r"^division by zero$"):
+        expression.batch["map"]([*records, {"a": 1, "b": 0, "c": False}])
     assert "_cel_absorbing" in expression.python
     assert "_cel_absorbing" not in compile_expression("r.a / r.b > 1").python
 
