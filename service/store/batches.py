@@ -278,8 +278,12 @@ class ArrowRecords:
         return list(zip(self.times.to_pylist(), self.records(), strict=True))
 
 
-def arrow_records(body: bytes) -> ArrowRecords:
-    """An Arrow IPC stream's records, checked in bulk; :class:`BatchError` if malformed."""
+def read_arrow(body: bytes) -> tuple[Any, Any, Any]:
+    """pyarrow, an Arrow IPC stream's times (uint64, checked) and its other columns.
+
+    :class:`BatchError` if the body is not an IPC stream with a ``time`` column of
+    integers in ``[0, 2**64)``, or has two columns of one name.
+    """
     pa = pyarrow_module()
     compute = pa.compute
     try:
@@ -303,7 +307,13 @@ def arrow_records(body: bytes) -> ArrowRecords:
             index = compute.index(negative, True).as_py()
             raise BatchError(f"row {index}: time {times[index].as_py()} is outside [0, 2**64)")
     times = times.cast(pa.uint64())
-    rest = table.drop_columns(["time"]).combine_chunks()
+    return pa, times, table.drop_columns(["time"])
+
+
+def arrow_records(body: bytes) -> ArrowRecords:
+    """An Arrow IPC stream's records, checked in bulk; :class:`BatchError` if malformed."""
+    pa, times, table = read_arrow(body)
+    rest = table.combine_chunks()
     if rest.column_names == ["record"]:
         column = rest.column("record")
         if not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):
