@@ -20,6 +20,7 @@ from service.app import (
     DataflowSummary,
     DataflowView,
     Event,
+    InputState,
     InputView,
     OutputPage,
     OutputView,
@@ -129,15 +130,7 @@ def dataflow_json(view: DataflowView) -> dict[str, Any]:
         "name": view.name,
         "status": view.status,
         "created_at": view.created_at,
-        "inputs": {
-            name: {
-                "frontier": times_json(i.frontier),
-                "sessions": i.sessions,
-                "records_in": i.records_in,
-                "closed": i.closed,
-            }
-            for name, i in view.inputs.items()
-        },
+        "inputs": {name: _input_state(i) for name, i in view.inputs.items()},
         "outputs": {
             name: {"frontier": times_json(o.frontier), "records_out": o.records_out}
             for name, o in view.outputs.items()
@@ -161,6 +154,19 @@ def dataflow_json(view: DataflowView) -> dict[str, Any]:
     return result
 
 
+def _input_state(state: InputState) -> dict[str, Any]:
+    """An input as a dataflow's description shows it (its schema, if it is typed)."""
+    shown = {
+        "frontier": times_json(state.frontier),
+        "sessions": state.sessions,
+        "records_in": state.records_in,
+        "closed": state.closed,
+    }
+    if state.schema is not None:
+        shown["schema"] = state.schema
+    return shown
+
+
 def ack_json(ack: Ack) -> dict[str, Any]:
     """What a push, advance, commit or close answers."""
     return {
@@ -172,8 +178,8 @@ def ack_json(ack: Ack) -> dict[str, Any]:
 
 
 def input_json(view: InputView) -> dict[str, Any]:
-    """An input with its sessions and open transactions."""
-    return {
+    """An input with its sessions and open transactions (and its schema, if it is typed)."""
+    shown = {
         "input": view.name,
         "frontier": times_json(view.frontier),
         "time": optional_time_json(view.time),
@@ -186,6 +192,9 @@ def input_json(view: InputView) -> dict[str, Any]:
             {"transaction": name, "staged": size} for name, size in view.transactions.items()
         ],
     }
+    if view.schema is not None:
+        shown["schema"] = view.schema
+    return shown
 
 
 def input_from_json(document: dict[str, Any]) -> InputView:
@@ -201,6 +210,7 @@ def input_from_json(document: dict[str, Any]) -> InputView:
         document["staged"],
         {t["transaction"]: t["staged"] for t in document["transactions"]},
         document.get("dropped_late", 0),  # a process of an earlier release says nothing
+        document.get("schema"),
     )
 
 

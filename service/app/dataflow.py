@@ -132,7 +132,8 @@ class Dataflow:
         """The input ``name`` lives on a worker of this process: its producers come here."""
         index = list(self.plan.spec.inputs()).index(name)
         journal = self.env.journal.input(self.id, index, name)
-        producer = ProducerInput(name, output, capability, self.env.limits, journal, self)
+        schema = self.plan.spec.nodes[name].schema
+        producer = ProducerInput(name, output, capability, self.env.limits, journal, self, schema)
         self.inputs[name] = producer
         return producer
 

@@ -45,6 +45,8 @@ class InputView:
     """Records staged per open transaction."""
     dropped_late: int = 0
     """Rows producers dropped as late (before the input's time), as their commits said."""
+    schema: dict[str, Any] | None = None
+    """The input's schema as the graph declares it (``None``: untyped)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +57,8 @@ class InputState:
     sessions: int
     records_in: int
     closed: bool
+    schema: dict[str, Any] | None = None
+    """The input's schema as the graph declares it (``None``: untyped)."""
 
 
 @dataclass(frozen=True, slots=True)

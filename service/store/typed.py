@@ -84,7 +84,8 @@ class TypedRecords:
     def time_at(self, index: int) -> Hashable:
         """The time of record ``index``."""
         if isinstance(self.times, list):
-            return self.times[index]
+            time: Hashable = self.times[index]
+            return time
         return int(self.times[index].as_py())
 
     def first_before(self, time: int) -> int:
@@ -122,13 +123,14 @@ class TypedRecords:
         indexes: dict[Hashable, list[int]] = {}
         for index, time in enumerate(self.times):
             indexes.setdefault(time, []).append(index)
-        return [
-            (time, Columns(self.records.take(rows))) for time, rows in sorted(indexes.items())
-        ]
+        return [(time, Columns(self.records.take(rows))) for time, rows in sorted(indexes.items())]
 
     def batch(self) -> Batch:
-        """The batch as the journal keeps it: Arrow IPC (``time`` and the fields) for
-        integer times; JSON pairs for product times (an Arrow column cannot hold them)."""
+        """The batch as the journal keeps it.
+
+        Arrow IPC (``time`` and the fields) for integer times; JSON pairs for product
+        times (an Arrow column cannot hold them).
+        """
         if isinstance(self.times, list):
             times, rows = self.times, self.records.to_pylist()
             return Batch.of(times, rows)
@@ -171,8 +173,11 @@ def typed(times: Any, records: Any) -> TypedRecords:
 
 
 def from_values(times: Sequence[Hashable], records: Sequence[Any], schema: Schema) -> TypedRecords:
-    """A typed batch of Python records (a JSON body's); :class:`SchemaMismatch` names the
-    first record (``/records/{i}/1/...``) that does not fit."""
+    """A typed batch of Python records (a JSON body's).
+
+    :class:`SchemaMismatch` names the first record (``/records/{i}/1/...``) that does not
+    fit.
+    """
     import pyarrow as pa
 
     array = _json_columns(records, schema)
@@ -338,9 +343,11 @@ def from_batch(batch: Batch, schema: Schema) -> TypedRecords:
 
 
 def conform(array: Any, kind: FieldType, where: str) -> Any:
-    """``array`` as an array of ``kind``'s Arrow type, cast only where exact; else
-    :class:`_Misfit`. Nulls inside lists and objects are checked against their fields;
-    the array's own nulls are the caller's to check."""
+    """``array`` as an array of ``kind``'s Arrow type, cast only where exact.
+
+    Else :class:`_Misfit`. Nulls inside lists and objects are checked against their
+    fields; the array's own nulls are the caller's to check.
+    """
     import pyarrow as pa
 
     types = pa.types
@@ -368,7 +375,8 @@ def conform(array: Any, kind: FieldType, where: str) -> Any:
     try:
         return array.cast(target, safe=True)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as error:
-        raise _Misfit(where, f"expected {kind.kind}: {error}", _first_inexact(array, target))
+        row = _first_inexact(array, target)
+        raise _Misfit(where, f"expected {kind.kind}: {error}", row) from None
 
 
 def _first_inexact(array: Any, target: Any) -> int | None:
@@ -423,7 +431,8 @@ def _conform_list(array: Any, kind: FieldType, where: str) -> Any:
 
     source = array.type
     types = pa.types
-    if not (types.is_list(source) or types.is_large_list(source) or types.is_fixed_size_list(source)):
+    lists = (types.is_list, types.is_large_list, types.is_fixed_size_list)
+    if not any(is_list(source) for is_list in lists):
         raise _Misfit(where, f"expected a list, got a column of {source}")
     if not types.is_list(source):
         array = array.cast(pa.list_(source.value_type))

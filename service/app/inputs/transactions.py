@@ -24,12 +24,15 @@ from datetime import UTC, datetime
 from typing import Any, Protocol, TypeAlias, cast
 
 from operators.progress import less_equal
+from operators.runtime import Batch as Container
+from operators.runtime.containers import concat
 from service.app.errors import Conflict, Gone, IdempotencyKeyReused, LimitExceeded, NotFound
 from service.app.inputs.core import InputCore, Session, group_by_time, holds, shown
 from service.app.inputs.sessions import Sessions
 from service.app.inputs.times import check, pairs_at_or_after
 from service.app.views import Ack
 from service.store import Abort, Batch, Commit, Expire, Stage
+from service.store.typed import TypedRecords
 
 
 class Columns(Protocol):
@@ -60,8 +63,8 @@ class Columns(Protocol):
         ...
 
 
-Chunk: TypeAlias = "list[tuple[Hashable, Any]] | Columns"
-"""What one staging request added to a transaction."""
+Chunk: TypeAlias = "list[tuple[Hashable, Any]] | Columns | TypedRecords"
+"""What one staging request added to a transaction (a typed input's: its columns)."""
 
 
 @dataclass(slots=True)
@@ -211,6 +214,12 @@ class Transactions:
         self._check_caps(len(chunk), 0 if batch is None else batch.size)
         if isinstance(chunk, list):
             self._check_staged_pairs(chunk, times)
+            if core.schema is not None and chunk:
+                # Typed: checked whole against the schema, kept (and logged) as columns.
+                typed = core.typed_values([t for t, _ in chunk], [r for _, r in chunk])
+                chunk, batch = typed, typed.batch()
+        elif isinstance(chunk, TypedRecords) and not chunk.integer_times:
+            self._check_staged_pairs([(t, None) for t in chunk.times], times)
         elif len(chunk):
             self._check_staged_columns(chunk, times)
         if batch is None:
@@ -247,7 +256,7 @@ class Transactions:
             if not holds(times, at):
                 raise self._refused_stage(index, at, times)
 
-    def _check_staged_columns(self, batch: Columns, times: list[Hashable]) -> None:
+    def _check_staged_columns(self, batch: Columns | TypedRecords, times: list[Hashable]) -> None:
         time = times[0]
         if type(time) is not int:  # a product domain: integer times are not its times
             check(batch.time_at(0), "record 0", self._core.minimum, "/records/0/0")
@@ -471,6 +480,8 @@ class Transactions:
                     index = next(
                         (i for i, (at, _r) in enumerate(chunk) if not holds(times, at)), None
                     )
+            elif isinstance(chunk, TypedRecords) and not chunk.integer_times:
+                index = next((i for i, at in enumerate(chunk.times) if not holds(times, at)), None)
             elif type(time) is int and chunk.least < time:
                 index = chunk.first_before(time)
             if index is not None:
@@ -482,17 +493,26 @@ class Transactions:
             offset += len(chunk)
 
     def _send_staged(self, chunks: list[Chunk]) -> int:
-        """Send the records of ``chunks`` with one batch per distinct time; how many."""
+        """Send the records of ``chunks`` with one batch per distinct time; how many.
+
+        A typed input's chunks are columns: the containers at one time are concatenated
+        (one Arrow copy), never made into Python records.
+        """
         groups: dict[Hashable, list[Any]] = {}
         count = 0
         for chunk in chunks:
             count += len(chunk)
             for at, records in _by_time(chunk):
-                have = groups.get(at)
-                if have is None:
-                    groups[at] = records
-                else:
-                    have.extend(records)
+                groups.setdefault(at, []).append(records)
         # The input's capability is at or before each time: checked by _check_commit.
-        self._core.send_groups(groups, count)
+        self._core.send_groups({at: _joined(parts) for at, parts in groups.items()}, count)
         return count
+
+
+def _joined(parts: list[Any]) -> Container:
+    """One container of the batches at one time (lists of records, or columns)."""
+    if len(parts) == 1:
+        return cast("Container", parts[0])
+    if isinstance(parts[0], list):
+        return [record for part in parts for record in part]
+    return concat(parts)
