@@ -19,6 +19,8 @@ from operators.progress import (
     decode_time,
     encode_time,
 )
+from operators.runtime import Batch as Container
+from operators.runtime import Columns as RecordColumns
 from operators.runtime.cluster import ClusterError
 from service.app.dataflow import Dataflow, Identity
 from service.app.errors import (
@@ -37,8 +39,9 @@ from service.app.errors import (
 from service.app.frontiers import FrontierCodec, FrontierSink, FrontierWatch
 from service.app.inputs import Columns, ProducerInput
 from service.app.manager import DataflowManager
-from service.app.outputs import OutputLog, Subscriber
+from service.app.outputs import OutputLog
 from service.app.settings import Cluster, Limits, Settings
+from service.app.subscribers import Subscriber
 from service.app.views import (
     Ack,
     ConsumerView,
@@ -61,6 +64,7 @@ from service.store import (
     StoreError,
     arrow_records,
 )
+from service.store.typed import TypedRecords
 
 DataflowRecord = Dataflow
 """The name a dataflow had before it was an object of its own (kept for callers)."""
@@ -78,6 +82,7 @@ __all__ = [
     "Columns",
     "Conflict",
     "ConsumerView",
+    "Container",
     "Dataflow",
     "DataflowManager",
     "DataflowPage",
@@ -110,6 +115,7 @@ __all__ = [
     "ProducerInput",
     "Product",
     "Progress",
+    "RecordColumns",
     "ServiceError",
     "SessionView",
     "Settings",
@@ -117,6 +123,7 @@ __all__ = [
     "Subscriber",
     "SubscriberView",
     "TimeFormatError",
+    "TypedRecords",
     "Unauthorized",
     "Unavailable",
     "arrow_records",

@@ -28,9 +28,11 @@ from service.app.errors import Gone, LimitExceeded, NotFound
 from service.app.frontiers import Feeds, FrontierWatch
 from service.app.inputs import ProducerInput, producer_input
 from service.app.journal import Journal
-from service.app.outputs import OutputLog, Sizer, Subscriber, sorted_times
+from service.app.outputs import OutputLog, Sizer, sorted_times
 from service.app.placement import Placement
+from service.app.schemas import output_schema
 from service.app.settings import Limits
+from service.app.subscribers import Subscriber
 from service.app.views import ConsumerView, DataflowSummary
 
 
@@ -148,6 +150,7 @@ class Dataflow:
             limits.output_retention_bytes,
             self.env.sizer,
             self,
+            output_schema(self.plan.spec, name),
         )
         return log
 
@@ -447,4 +450,5 @@ class _Context:
         """Capture ``stream`` into output ``name``'s log (as the placement says)."""
         found = self.dataflow.outputs.get(name)
         log = self.dataflow.add_output(name) if found is None else found
-        self.dataflow.env.placement.output(stream, self.worker).capture_into(log.pusher())
+        captured = self.dataflow.env.placement.output(stream, self.worker)
+        captured.capture_into(log.pusher(), columns=True)  # a typed output's stay columns
