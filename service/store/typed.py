@@ -103,10 +103,10 @@ class TypedRecords:
         """
         if not len(self):
             return []
-        if self.least == self.greatest:
-            return [(self.least, Columns(self.records))]
         if isinstance(self.times, list):
             return self._by_python_time()
+        if self.least == self.greatest:
+            return [(self.least, Columns(self.records))]
         import pyarrow.compute as pc
 
         order = pc.sort_indices(self.times)  # stable: ties keep their order
@@ -123,7 +123,10 @@ class TypedRecords:
         indexes: dict[Hashable, list[int]] = {}
         for index, time in enumerate(self.times):
             indexes.setdefault(time, []).append(index)
-        return [(time, Columns(self.records.take(rows))) for time, rows in sorted(indexes.items())]
+        if len(indexes) == 1:
+            return [(self.times[0], Columns(self.records))]
+        groups = sorted(indexes.items())  # products in their lexicographic (total) order
+        return [(time, Columns(self.records.take(rows))) for time, rows in groups]
 
     def batch(self) -> Batch:
         """The batch as the journal keeps it.

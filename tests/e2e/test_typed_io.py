@@ -260,6 +260,28 @@ async def test_typed_records_come_out_as_typed_columns_and_as_json(service: Serv
     ]
 
 
+async def test_an_output_behind_a_forwarding_operator_reads_as_typed_columns(
+    service: Server,
+) -> None:
+    graph = {
+        "nodes": {
+            "rows": {"op": "input", "schema": SCHEMA},
+            "look": {"op": "inspect"},
+            "out": {"op": "output"},
+        },
+        "edges": [["rows", "look"], ["look", "out"]],
+    }
+    df = await dataflow(service, graph)
+    sid = await open_session(service, df)
+    base = f"/v1/dataflows/{df}/inputs/rows/sessions/{sid}"
+    await call(service, "POST", f"{base}/push", {"seq": 1, "records": [[0, A], [0, C]]})
+    await call(service, "POST", f"{base}/advance", {"time": 1})
+    await complete(service, df, [1])
+    table = await arrow_times(service, df)
+    assert table.schema == READ_SCHEMA
+    assert table.to_pylist() == [{"time": 0, **A}, {"time": 0, **C}]
+
+
 async def test_an_arrow_push_that_does_not_fit_is_refused_naming_the_column(
     service: Server,
 ) -> None:
