@@ -68,6 +68,29 @@ def records_from_arrow(body: bytes) -> list[tuple[Any, Any]]:
     return pairs
 
 
+ARROW_FRAME = b"\xff\xff\xff\xff"
+"""How an Arrow IPC stream begins (its first message's continuation marker): a binary
+WebSocket frame that begins so is an Arrow push, not JSON."""
+
+
+def arrow_seq(frame: bytes) -> int:
+    """The ``seq`` of an Arrow push frame: its schema's metadata ``seq`` (a positive integer).
+
+    :class:`BadRequest` if the frame is not an Arrow IPC stream or says no ``seq``.
+    """
+    try:
+        metadata = pa.ipc.open_stream(frame).schema.metadata or {}
+    except (pa.ArrowInvalid, OSError) as error:
+        raise BadRequest(f"the frame is not an Arrow IPC stream: {error}") from None
+    raw = metadata.get(b"seq", b"")
+    if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= 2**63 - 1:
+        raise BadRequest(
+            "an Arrow push frame needs a positive integer seq in its schema's metadata, "
+            f"not {raw!r}"
+        )
+    return int(raw)
+
+
 def _stream(batch: pa.RecordBatch) -> bytes:
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, batch.schema) as writer:

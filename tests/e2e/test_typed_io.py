@@ -19,6 +19,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.ipc
 import pytest
+from websockets.exceptions import ConnectionClosed
 
 from tests.e2e.conftest import Frames, Server, WsProducer, running, ws_connect, ws_frames
 
@@ -343,6 +344,52 @@ async def test_a_websocket_push_that_does_not_fit_gets_an_error_frame(service: S
         assert (acked["type"], acked["applied"]) == ("ack", 2)
     _, _, _, shown = await call(service, "GET", f"/v1/dataflows/{df}/inputs/rows")
     assert shown["records_in"] == 2
+
+
+def arrow_frame(seq: int | None, columns: dict[str, pa.Array]) -> bytes:
+    """An Arrow push frame: an IPC stream whose schema's metadata says its ``seq``."""
+    table = pa.table(columns)
+    if seq is not None:
+        table = table.replace_schema_metadata({"seq": str(seq)})
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return bytes(sink.getvalue().to_pybytes())
+
+
+async def test_a_websocket_takes_arrow_push_frames_into_a_typed_input(service: Server) -> None:
+    df = await dataflow(service, TYPED)
+    columns = {
+        "time": pa.array([0, 1]),
+        "key": ["a", "b"],
+        "value": pa.array([1, -7]),
+        "tags": pa.array([["x", "y"], []], pa.list_(pa.string())),
+        "where": pa.array([{"lat": 1.5, "lon": -2.0}, None]),
+    }
+    async with ws_connect(service, f"/v1/dataflows/{df}/inputs/rows/push") as ws:
+        producer = await WsProducer.open(ws)
+        await ws.send(arrow_frame(1, columns))
+        acked = await producer.reply()
+        assert (acked["type"], acked["seq"], acked["applied"]) == ("ack", 1, 2)
+        await ws.send(arrow_frame(2, {**columns, "value": pa.array(["1", "2"])}))
+        refused = await producer.reply()
+        assert (refused["status"], refused["problems"]) == (
+            422,
+            [{"pointer": "value", "detail": "expected int64, got a column of string"}],
+        )
+        await ws.send(arrow_frame(1, columns))  # sent again: acknowledged, not applied twice
+        again = await producer.reply()
+        assert (again["type"], again["seq"], again["applied"]) == ("ack", 1, 0)
+        await ws.send(arrow_frame(None, columns))
+        bad = orjson.loads(await ws.recv())
+        assert (bad["type"], bad["status"]) == ("error", 400)
+        assert bad["detail"].startswith("an Arrow push frame needs a positive integer seq")
+        with pytest.raises(ConnectionClosed) as closed:
+            await ws.recv()
+        assert closed.value.rcvd is not None and closed.value.rcvd.code == 4400
+    await call(service, "POST", f"/v1/dataflows/{df}/inputs/rows/close", None)
+    await complete(service, df, [])
+    assert (await arrow_times(service, df)).to_pylist() == [{"time": 0, **A}, {"time": 1, **B}]
 
 
 async def test_subscribers_of_a_typed_output_get_the_json_events_of_an_untyped_one(
