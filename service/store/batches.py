@@ -301,12 +301,12 @@ def read_arrow(body: bytes) -> tuple[Any, Any, Any]:
         raise BatchError(f"the 'time' column must hold integers, not {times.type}")
     if times.null_count:
         raise BatchError("the 'time' column has nulls")
-    if pa.types.is_signed_integer(times.type) and len(times):
-        negative = compute.less(times, 0)
-        if compute.any(negative).as_py():
-            index = compute.index(negative, True).as_py()
-            raise BatchError(f"row {index}: time {times[index].as_py()} is outside [0, 2**64)")
-    times = times.cast(pa.uint64())
+    # One pass for the least time (negative ones are refused), none for the others.
+    if pa.types.is_signed_integer(times.type) and len(times) and compute.min(times).as_py() < 0:
+        index = compute.index(compute.less(times, 0), True).as_py()
+        raise BatchError(f"row {index}: time {times[index].as_py()} is outside [0, 2**64)")
+    if times.type != pa.uint64():
+        times = times.cast(pa.uint64(), safe=False)  # checked: no negative time
     return pa, times, table.drop_columns(["time"])
 
 
