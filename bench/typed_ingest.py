@@ -22,7 +22,9 @@ Two servers run in subprocesses on 127.0.0.1, each with a data directory of its 
 ``--clients`` clients (default 4) push at once; a round is one run of each of the four
 (frontier/bare x HTTP/WebSocket), interleaved, and the figure is records per second over the
 round's wall time. Medians over ``--rounds``, and the ratio frontier/bare per transport
-(target >= 0.8). The machine's load average is printed before and after.
+(target >= 0.8); and each server's CPU time (user + system, from /proc) per batch, which a
+busy machine does not skew as it does the rates. The machine's load average is printed
+before and after.
 """
 
 from __future__ import annotations
@@ -189,6 +191,12 @@ def wait_ready(url: str, process: subprocess.Popen[bytes]) -> None:
     raise RuntimeError(f"{url} was not ready in 30 s")
 
 
+def cpu_seconds(pid: int) -> float:
+    """A process's CPU time so far (user + system, all its threads), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def free_port() -> int:
     import socket
 
@@ -296,13 +304,21 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 servers.frontier_port, transport, args.clients, 2, args.rows, args.window
             )
             await bare_round(servers.bare_port, transport, args.clients, 2, args.rows, args.window)
+        ours_pid, bare_pid = (p.pid for p in servers.processes)
+        batches = args.clients * args.batches
         for _ in range(args.rounds):
             for transport in ("http", "ws"):
+                before = cpu_seconds(ours_pid)
                 ours = await frontier_round(servers.frontier_port, transport, *shape)
+                ours_cpu = (cpu_seconds(ours_pid) - before) / batches * 1e6
+                before = cpu_seconds(bare_pid)
                 bare = await bare_round(servers.bare_port, transport, *shape)
+                bare_cpu = (cpu_seconds(bare_pid) - before) / batches * 1e6
                 figures.setdefault(f"frontier {transport}", []).append(ours)
                 figures.setdefault(f"bare {transport}", []).append(bare)
                 figures.setdefault(f"ratio {transport}", []).append(ours / bare)
+                figures.setdefault(f"cpu/batch frontier {transport}", []).append(ours_cpu)
+                figures.setdefault(f"cpu/batch bare {transport}", []).append(bare_cpu)
     finally:
         servers.stop()
         shutil.rmtree(directory, ignore_errors=True)
@@ -330,7 +346,7 @@ def main() -> None:
         f"{args.clients} clients x {args.batches} batches x {args.rows} rows, {args.rounds} rounds"
     )
     for name, values in figures.items():
-        unit = "" if name.startswith("ratio") else " records/s"
+        unit = {"ratio": "", "cpu/b": " us"}.get(name[:5], " records/s")
         shown = ", ".join(f"{v:,.2f}" if unit == "" else f"{v:,.0f}" for v in values)
         print(f"{name:16s} median {statistics.median(values):,.2f}{unit}  ({shown})")
 

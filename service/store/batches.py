@@ -278,8 +278,20 @@ class ArrowRecords:
         return list(zip(self.times.to_pylist(), self.records(), strict=True))
 
 
+def _one_batch(pa: Any, schema: Any, batches: list[Any]) -> Any:
+    """The stream's rows as one record batch (the usual body is one already: no copy)."""
+    if len(batches) == 1:
+        return batches[0]
+    combined = pa.Table.from_batches(batches, schema).combine_chunks().to_batches()
+    if combined:
+        return combined[0]
+    return pa.RecordBatch.from_arrays([pa.array([], f.type) for f in schema], schema=schema)
+
+
 def read_arrow(body: bytes) -> tuple[Any, Any, Any]:
     """pyarrow, an Arrow IPC stream's times (uint64, checked) and its other columns.
+
+    The columns are one record batch.
 
     :class:`BatchError` if the body is not an IPC stream with a ``time`` column of
     integers in ``[0, 2**64)``, or has two columns of one name.
@@ -287,16 +299,18 @@ def read_arrow(body: bytes) -> tuple[Any, Any, Any]:
     pa = pyarrow_module()
     compute = pa.compute
     try:
-        table = pa.ipc.open_stream(body).read_all()
+        reader = pa.ipc.open_stream(body)
+        batches = list(reader)
     except (pa.ArrowInvalid, pa.ArrowIOError, OSError) as error:
         raise BatchError(f"the body is not an Arrow IPC stream: {error}") from None
+    table = _one_batch(pa, reader.schema, batches)
     names = table.column_names
     if "time" not in names:
         raise BatchError("an Arrow push needs a 'time' column")
     if len(set(names)) < len(names):
         twice = next(n for n in names if names.count(n) > 1)
         raise BatchError(f"the Arrow body has more than one column named {twice!r}")
-    times = table.column("time").combine_chunks()
+    times = table.column("time")
     if not pa.types.is_integer(times.type):
         raise BatchError(f"the 'time' column must hold integers, not {times.type}")
     if times.null_count:
@@ -312,8 +326,7 @@ def read_arrow(body: bytes) -> tuple[Any, Any, Any]:
 
 def arrow_records(body: bytes) -> ArrowRecords:
     """An Arrow IPC stream's records, checked in bulk; :class:`BatchError` if malformed."""
-    pa, times, table = read_arrow(body)
-    rest = table.combine_chunks()
+    pa, times, rest = read_arrow(body)
     if rest.column_names == ["record"]:
         column = rest.column("record")
         if not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):

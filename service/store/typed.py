@@ -308,12 +308,10 @@ def from_arrow(body: bytes, schema: Schema) -> TypedRecords:
     for name in names:
         if name not in declared:
             raise SchemaMismatch(name, "unexpected column (not a field of the input's schema)")
-    table = table.combine_chunks()
     columns = []
     for field in schema.fields:
         if field.name in names:
-            column = table.column(field.name).chunk(0) if table.num_rows else None
-            column = pa.nulls(0, field.type.arrow()) if column is None else column
+            column = table.column(field.name)
         elif field.type.nullable:
             column = pa.nulls(table.num_rows, field.type.arrow())
         else:
