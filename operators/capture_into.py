@@ -13,13 +13,8 @@ from operators.stream import Stream, attach
 
 
 @attach(Stream.capture_into)
-def capture_into(
-    stream: Stream, pusher: EventPusher, name: str = "Capture", *, columns: bool = False
-) -> None:
+def capture_into(stream: Stream, pusher: EventPusher, name: str = "Capture") -> None:
     """Record ``stream`` into ``pusher``: batches as messages, frontier changes as progress.
-
-    With ``columns`` a batch of :class:`~operators.runtime.Columns` is pushed as it is (a
-    pusher that takes columns: the service's output logs); otherwise as a list of records.
 
     The pusher is flushed after each run of the operator.
     The frontier changes are relative to an implicit start of one capability at the
@@ -41,8 +36,8 @@ def capture_into(
                 changes.update(minimum, -1)  # the implicit starting capability
             if changes:
                 pusher.push(Progress(changes.drain()))
-            for time, records in input.containers() if columns else input.batches():
-                pusher.push(Messages(time, records))  # type: ignore[arg-type]
+            for time, batch in input.containers():  # columns are captured as columns
+                pusher.push(Messages(time, batch))  # type: ignore[arg-type]
             pusher.flush()
 
         return logic

@@ -168,11 +168,8 @@ class Stream:
         raise NotImplementedError(_UNATTACHED)
 
     @_declared
-    def capture_into(self, pusher: EventPusher, *, columns: bool = False) -> None:
-        """Record this stream's batches and frontier changes as events into ``pusher``.
-
-        With ``columns``, batches of columns are pushed as they are (else as lists).
-        """
+    def capture_into(self, pusher: EventPusher) -> None:
+        """Record this stream's batches and frontier changes as events into ``pusher``."""
         raise NotImplementedError(_UNATTACHED)
 
     @_declared

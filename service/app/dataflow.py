@@ -450,5 +450,4 @@ class _Context:
         """Capture ``stream`` into output ``name``'s log (as the placement says)."""
         found = self.dataflow.outputs.get(name)
         log = self.dataflow.add_output(name) if found is None else found
-        captured = self.dataflow.env.placement.output(stream, self.worker)
-        captured.capture_into(log.pusher(), columns=True)  # a typed output's stay columns
+        self.dataflow.env.placement.output(stream, self.worker).capture_into(log.pusher())

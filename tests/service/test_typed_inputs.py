@@ -71,7 +71,7 @@ async def test_an_output_behind_a_forwarding_operator_is_typed_whatever_its_cont
 
 
 async def test_a_misfit_applies_nothing_and_leaves_the_sequence_number(start: Start) -> None:
-    x, log = await typed(start)
+    x, _log = await typed(start)
     session = x.open_session()
     with pytest.raises(Invalid) as refused:
         x.push_columns(session.id, 1, [0, 0], [{"key": "a", "n": 1}, {"key": "b"}])

@@ -127,7 +127,8 @@ def test_arrow_columns_are_cast_only_where_exact() -> None:
         (
             {**columns, "x": pa.array([1, 2**53 + 1])},
             "x",
-            "row 1: expected float64: Integer value 9007199254740993 not in range: -9007199254740992 to 9007199254740992",
+            "row 1: expected float64: Integer value 9007199254740993 not in range: "
+            "-9007199254740992 to 9007199254740992",
         ),
         ({**columns, "n": pa.array(["1", "2"])}, "n", "expected int64, got a column of string"),
         (
