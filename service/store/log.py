@@ -133,6 +133,11 @@ class _Segment:
     """The position of its first frame."""
     frames: int
     size: int
+    head: int = 0
+    """The bytes of its first frame, which do not count toward the size at which it rolls:
+    that frame is the checkpoint heading it (the input's state, its open transactions'
+    batches included), and one larger than a segment would otherwise make every append
+    roll again and write the whole state again."""
 
 
 def _segment_name(first: int) -> str:
@@ -244,7 +249,8 @@ class Log:
                 self.torn_bytes = len(data) - good
                 self._torn = (path, good)
                 torn_why = why
-            self._segments.append(_Segment(path, first, len(frames), good))
+            head = frames[0][0] + frames[0][1] if frames else 0  # the first frame's end
+            self._segments.append(_Segment(path, first, len(frames), good, head))
             expected = first + len(frames)
         if self.record is not None:
             self._check_synced(self.record, torn_why)
@@ -301,7 +307,11 @@ class Log:
 
     def rolls_next(self) -> bool:
         """Whether the next append starts a new segment."""
-        return not self._segments or self._segments[-1].size >= self.segment_bytes
+        return not self._segments or self._full(self._segments[-1])
+
+    def _full(self, segment: _Segment) -> bool:
+        """Whether ``segment`` holds a segment's worth of frames after its first."""
+        return segment.size - segment.head >= self.segment_bytes
 
     def first_payload(self, start: int) -> bytes | None:
         """The payload of the first frame of the segment starting at ``start`` (if any)."""
@@ -353,7 +363,8 @@ class Log:
             return self.next_position
         position = self.next_position
         segment = self._writable()
-        pieces = [piece for payload in payloads for piece in frame_parts(payload)]
+        framed = [frame_parts(payload) for payload in payloads]
+        pieces = [piece for parts in framed for piece in parts]
         size = sum(map(len, pieces))
         try:
             written = os.writev(self._fd, pieces[:_MOST_PIECES])
@@ -365,6 +376,8 @@ class Log:
             with contextlib.suppress(OSError):
                 os.ftruncate(self._fd, segment.size)
             raise
+        if not segment.frames:
+            segment.head = sum(map(len, framed[0]))
         segment.size += size
         segment.frames += len(payloads)
         self._dirty = True
@@ -372,7 +385,7 @@ class Log:
 
     def _writable(self) -> _Segment:
         last = self._segments[-1] if self._segments else None
-        if last is None or last.size >= self.segment_bytes:
+        if last is None or self._full(last):
             first = self.next_position
             path = self.directory / _segment_name(first)
             with self._lock:
