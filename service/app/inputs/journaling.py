@@ -15,9 +15,10 @@ from collections.abc import Awaitable, Callable, Hashable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from service.app.inputs.chunks import Chunk
 from service.app.inputs.core import InputCore, Session
 from service.app.inputs.sessions import Sessions
-from service.app.inputs.transactions import Chunk, Committed, Expiry, Transaction, Transactions
+from service.app.inputs.transactions import Committed, Expiry, Transaction, Transactions
 from service.app.journal import InputJournal
 from service.app.settings import Limits
 from service.app.views import Ack

@@ -19,10 +19,11 @@ from operators.graph.schema import Schema
 from operators.runtime import Interest
 from service.app.inputs import journaling
 from service.app.inputs.capabilities import InputCapabilities, InputListener
+from service.app.inputs.chunks import Chunk
 from service.app.inputs.core import InputCore, Session
 from service.app.inputs.sessions import Sessions
 from service.app.inputs.times import unzip
-from service.app.inputs.transactions import Chunk, Transaction, Transactions
+from service.app.inputs.transactions import Transaction, Transactions
 from service.app.journal import NULL_INPUT, InputJournal
 from service.app.settings import Limits
 from service.app.views import Ack, InputView, SessionView

@@ -21,50 +21,17 @@ from collections import OrderedDict
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Protocol, TypeAlias, cast
+from typing import Any, cast
 
 from operators.progress import less_equal
-from operators.runtime import Batch as Container
-from operators.runtime.containers import concat
 from service.app.errors import Conflict, Gone, IdempotencyKeyReused, LimitExceeded, NotFound
-from service.app.inputs.core import InputCore, Session, group_by_time, holds, shown
+from service.app.inputs.chunks import Chunk, Columns, by_time, joined, pairs_of
+from service.app.inputs.core import InputCore, Session, holds, shown
 from service.app.inputs.sessions import Sessions
 from service.app.inputs.times import check, pairs_at_or_after
 from service.app.views import Ack
 from service.store import Abort, Batch, Commit, Expire, Stage
 from service.store.typed import TypedRecords
-
-
-class Columns(Protocol):
-    """Records staged as columns (an Arrow body), with integer times.
-
-    The input checks their times in bulk against its own (:attr:`least`, then
-    :meth:`first_before` for the message), and turns the records into Python objects
-    once, at commit (:meth:`by_time`).
-    """
-
-    least: int
-    """The earliest time of a record (any value when there are none)."""
-
-    def __len__(self) -> int:
-        """How many records."""
-        ...
-
-    def time_at(self, index: int) -> int:
-        """The time of record ``index``."""
-        ...
-
-    def first_before(self, time: int) -> int:
-        """The index of the first record before ``time`` (there is one: ``least < time``)."""
-        ...
-
-    def by_time(self) -> list[tuple[int, list[Any]]]:
-        """The records grouped by time, each group new and in staging order."""
-        ...
-
-
-Chunk: TypeAlias = "list[tuple[Hashable, Any]] | Columns | TypedRecords"
-"""What one staging request added to a transaction (a typed input's: its columns)."""
 
 
 @dataclass(slots=True)
@@ -132,20 +99,6 @@ def rfc3339(seconds: float) -> str:
     """
     moment = datetime.fromtimestamp(seconds, UTC)
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def _pairs(chunk: Chunk) -> list[tuple[Hashable, Any]]:
-    """A chunk's ``(time, record)`` pairs (grouped by time, for columns)."""
-    if isinstance(chunk, list):
-        return list(chunk)
-    return [(t, r) for t, records in chunk.by_time() for r in records]
-
-
-def _by_time(chunk: Chunk) -> list[tuple[Hashable, list[Any]]]:
-    """A chunk's records grouped by time (new lists)."""
-    if not isinstance(chunk, list):
-        return cast("list[tuple[Hashable, list[Any]]]", chunk.by_time())
-    return list(group_by_time(chunk).items())
 
 
 class Transactions:
@@ -223,7 +176,7 @@ class Transactions:
         elif len(chunk):
             self._check_staged_columns(chunk, times)
         if batch is None:
-            batch = Batch.later(lambda: _pairs(chunk))
+            batch = Batch.later(lambda: pairs_of(chunk))
         core.record(Stage(transaction_id, at, batch))
         transaction = self.open.get(transaction_id)
         if transaction is None:
@@ -502,17 +455,8 @@ class Transactions:
         count = 0
         for chunk in chunks:
             count += len(chunk)
-            for at, records in _by_time(chunk):
+            for at, records in by_time(chunk):
                 groups.setdefault(at, []).append(records)
         # The input's capability is at or before each time: checked by _check_commit.
-        self._core.send_groups({at: _joined(parts) for at, parts in groups.items()}, count)
+        self._core.send_groups({at: joined(parts) for at, parts in groups.items()}, count)
         return count
-
-
-def _joined(parts: list[Any]) -> Container:
-    """One container of the batches at one time (lists of records, or columns)."""
-    if len(parts) == 1:
-        return cast("Container", parts[0])
-    if isinstance(parts[0], list):
-        return [record for part in parts for record in part]
-    return concat(parts)
