@@ -58,7 +58,6 @@ from service.app.views import (
 )
 from service.store import (
     ArrowRecords,
-    ArrowUnavailable,
     Batch,
     BatchError,
     StoreError,
@@ -73,7 +72,6 @@ __all__ = [
     "MAX_TIME",
     "Ack",
     "ArrowRecords",
-    "ArrowUnavailable",
     "BadRequest",
     "Batch",
     "BatchError",

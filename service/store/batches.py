@@ -8,8 +8,8 @@ body, a WebSocket push frame, a staging body), or ``arrow``, an Arrow IPC stream
 library user's push) is encoded as ``json`` once, when it is logged.
 
 The same code reads a batch when it arrives (the API checks it) and when a log is replayed
-(recovery), so both see the same records. pyarrow is imported only when an Arrow batch is
-read: it comes with the ``spark`` extra; without it :class:`ArrowUnavailable` is raised.
+(recovery), so both see the same records. A typed input's batches are read by
+:mod:`service.store.typed`.
 """
 
 from __future__ import annotations
@@ -35,18 +35,12 @@ class BatchError(ValueError):
     """A batch's bytes are not what their format says (the message says what is wrong)."""
 
 
-class ArrowUnavailable(BatchError):
-    """An Arrow batch, and no pyarrow to read it (install the ``spark`` extra)."""
-
-
 def pyarrow_module() -> Any:
-    """pyarrow, with its ``compute`` and ``ipc`` modules; :class:`ArrowUnavailable` without."""
-    try:
-        import pyarrow as pa
-        import pyarrow.compute
-        import pyarrow.ipc
-    except ImportError:
-        raise ArrowUnavailable("Arrow batches need pyarrow (the spark extra)") from None
+    """pyarrow, with its ``compute`` and ``ipc`` modules (imported when first needed)."""
+    import pyarrow as pa
+    import pyarrow.compute
+    import pyarrow.ipc
+
     return pa
 
 
