@@ -101,6 +101,21 @@ class InputPort:
             consumed.update(time, len(batch))
             yield time, batch
 
+    def held_containers(self) -> Iterator[tuple[InputCapability, Batch]]:
+        """Take every arrived batch as it is (columns left as columns), with a capability.
+
+        For columnar operators that hold state per time (as iterating the port does for
+        those written record by record).
+        """
+        queue = self.queue
+        consumed = self.consumed
+        operator = self.operator
+        port = self.port
+        while queue:
+            time, batch = queue.popleft()
+            consumed.update(time, len(batch))
+            yield InputCapability(time, port, operator), batch
+
     def give_back(self, time: Hashable, records: Batch) -> None:
         """Put the unprocessed rest of a batch taken by :meth:`batches` back at the front.
 

@@ -1,0 +1,215 @@
+"""``count_columns``, ``count_by_columns`` and ``aggregate_columns``: per time, on columns.
+
+Each is two operators. The first pre-aggregates every batch on its own worker with pyarrow
+(``Table.group_by``: one call per batch) into partial results, one record per key; the
+second exchanges those by key (their columns hashed as the rows' keys would be), keeps each
+time's partials, and merges them with one more ``group_by`` once the time is complete.
+Only partial results cross workers, never the records.
+
+Integer sums are exact: a batch's integers are summed as 38-digit decimals, and the merged
+sum must fit an ``int64`` (:class:`SumOverflow` otherwise, never a wrapped value).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from operators.builder import OperatorBuilder
+from operators.columnar.batches import check_fields, columns, key_names, record_batch, table_of
+from operators.columnar.stateless import each_batch
+from operators.held import HeldTimes
+from operators.runtime import Batch, Columns, Interest, rows_of
+from operators.runtime.routing import ColumnKey, field_key
+from operators.stream import Stream, attach
+
+FUNCTIONS = ("sum", "min", "max", "count")
+"""What ``aggregate_columns`` computes of a column per key."""
+
+_MERGE = {"sum": "sum", "min": "min", "max": "max", "count": "sum"}
+"""How partial results of each function combine."""
+
+_EXACT = pa.decimal128(38, 0)
+_INT64 = (-(2**63), 2**63 - 1)
+
+
+class SumOverflow(OverflowError):
+    """An integer sum of ``aggregate_columns`` does not fit an ``int64``."""
+
+
+def _merged(
+    stream: Stream,
+    partial: Callable[[Batch], Batch | None],
+    route: tuple[Callable[[Any], object], ColumnKey],
+    merge: Callable[[Hashable, list[Batch]], Batch | None],
+    name: str,
+) -> Stream:
+    """``partial`` of every batch, exchanged by ``route``; ``merge`` of a time's, once complete."""
+    partials = each_batch(stream, lambda _t, batch: partial(batch), f"{name}.Partial")
+    builder = OperatorBuilder(stream.scope, name)
+    input = builder.new_input(partials, exchange=route[0], columns=route[1])
+    output, result = builder.new_output()
+
+    def constructor() -> Callable[[], None]:
+        held: HeldTimes[list[Batch]] = HeldTimes()
+
+        def logic() -> None:
+            for capability, batch in input.held_containers():
+                held.state(capability, list).append(batch)
+            for complete, batches in held.ready(input.frontier):
+                out = merge(complete.time, batches)
+                if out is not None:
+                    output.give_batch(complete, out)
+                complete.drop()
+
+        return logic
+
+    builder.build_reactive(constructor, Interest.ALWAYS)
+    return result
+
+
+def _to_zero(_record: Any) -> int:
+    return 0
+
+
+def _zeros(batch: Columns) -> pa.Array:
+    return pa.nulls(len(batch), pa.uint64()).fill_null(0)
+
+
+@attach(Stream.count_columns)
+def count_columns(stream: Stream, name: str = "CountColumns") -> Stream:
+    """The number of records at each time, summed over every worker, once the time is complete.
+
+    One record per time (an ``int64``), on worker 0. Each batch counts as its length: no
+    record is looked at.
+    """
+
+    def partial(batch: Batch) -> list[int]:
+        return [len(batch)]
+
+    def merge(_time: Hashable, counts: list[Batch]) -> Columns:
+        total = sum(n for batch in counts for n in rows_of(batch))
+        return Columns(pa.array([total], pa.int64()))
+
+    return _merged(stream, partial, (_to_zero, _zeros), merge, name)
+
+
+@attach(Stream.count_by_columns)
+def count_by_columns(
+    stream: Stream, keys: str | Sequence[str], name: str = "CountByColumns"
+) -> Stream:
+    """How many records had each key, per time: records ``{key fields..., "count"}``.
+
+    Emitted once the time is complete, each key on the one worker its hash picks.
+    """
+    names = key_names(keys, name)
+
+    def partial(batch: Batch) -> Columns | None:
+        table = pa.Table.from_batches([record_batch(batch, name)])
+        check_fields(table.schema, names, name)
+        grouped = table.group_by(names, use_threads=False).aggregate([([], "count_all")])
+        return columns(grouped.select([*names, "count_all"]).rename_columns([*names, "count"]))
+
+    def merge(_time: Hashable, partials: list[Batch]) -> Columns | None:
+        table = table_of([_as_columns(p) for p in partials])
+        grouped = table.group_by(names, use_threads=False).aggregate([("count", "sum")])
+        return columns(grouped.select([*names, "count_sum"]).rename_columns([*names, "count"]))
+
+    return _merged(stream, partial, (field_key(names), names), merge, name)
+
+
+def _as_columns(batch: Batch) -> Columns:
+    return batch if isinstance(batch, Columns) else Columns.of(record_batch(batch, "merge"))
+
+
+@attach(Stream.aggregate_columns)
+def aggregate_columns(
+    stream: Stream,
+    keys: str | Sequence[str],
+    aggregations: Mapping[str, tuple[str, str]],
+    name: str = "AggregateColumns",
+) -> Stream:
+    """Per key per time, ``{key fields..., output: function(column) ...}`` once complete.
+
+    ``aggregations`` maps each output field to ``(column, function)``, a function of
+    :data:`FUNCTIONS`: ``sum``, ``min`` and ``max`` skip nulls (a key whose values are all
+    null gets null), ``count`` counts the values that are not null. An integer sum is an
+    ``int64``, computed exactly: one that does not fit raises :class:`SumOverflow`.
+    """
+    names = key_names(keys, name)
+    specs = _specs(names, aggregations, name)
+    outputs = [out for out, _, _ in specs]
+
+    def partial(batch: Batch) -> Columns | None:
+        rows = record_batch(batch, name)
+        check_fields(rows.schema, [*names, *(column for _, column, _ in specs)], name)
+        arrays = {key: rows.column(key) for key in names}
+        for index, (_, column, function) in enumerate(specs):
+            arrays[f"__{index}"] = _exact(rows.column(column), function, name)
+        table = pa.table(arrays)
+        wanted = [(f"__{i}", function) for i, (_, _, function) in enumerate(specs)]
+        grouped = table.group_by(names, use_threads=False).aggregate(wanted)
+        picked = [*names, *(f"__{i}_{f}" for i, (_, _, f) in enumerate(specs))]
+        return columns(grouped.select(picked).rename_columns([*names, *outputs]))
+
+    def merge(time: Hashable, partials: list[Batch]) -> Columns | None:
+        table = table_of([_as_columns(p) for p in partials])
+        wanted = [(out, _MERGE[function]) for out, _, function in specs]
+        grouped = table.group_by(names, use_threads=False).aggregate(wanted)
+        picked = grouped.select([*names, *(f"{out}_{_MERGE[f]}" for out, _, f in specs)])
+        merged = picked.rename_columns([*names, *outputs])
+        for out in outputs:
+            if merged.schema.field(out).type == _EXACT:
+                merged = _checked_int64(merged, out, names, time, name)
+        return columns(merged)
+
+    return _merged(stream, partial, (field_key(names), names), merge, name)
+
+
+def _specs(
+    names: list[str], aggregations: Mapping[str, tuple[str, str]], operator: str
+) -> list[tuple[str, str, str]]:
+    specs = []
+    for out, (column, function) in aggregations.items():
+        if function not in FUNCTIONS:
+            raise ValueError(f"{operator}: {out!r}: no function {function!r} (one of {FUNCTIONS})")
+        if out in names:
+            raise ValueError(f"{operator}: the output {out!r} is also a key field")
+        specs.append((out, column, function))
+    if not specs:
+        raise ValueError(f"{operator}: no aggregations")
+    return specs
+
+
+def _exact(values: pa.Array, function: str, operator: str) -> pa.Array:
+    """A column ready for a partial ``function``: integers to sum become exact decimals."""
+    if function != "sum":
+        return values
+    if pa.types.is_integer(values.type):
+        return values.cast(pa.decimal128(20, 0))  # holds every int64 and uint64
+    if pa.types.is_floating(values.type):
+        return values
+    raise TypeError(f"{operator}: cannot sum a column of {values.type} (integers or floats)")
+
+
+def _checked_int64(
+    table: pa.Table, out: str, names: list[str], time: Hashable, operator: str
+) -> pa.Table:
+    """``table`` with the exact sums of ``out`` as ``int64``; :class:`SumOverflow` if one is not."""
+    sums = table.column(out)
+    low, high = _INT64
+    outside = pc.or_(
+        pc.less(sums, pa.scalar(low, _EXACT)), pc.greater(sums, pa.scalar(high, _EXACT))
+    )
+    if pc.any(outside).as_py():
+        row = pc.indices_nonzero(outside.combine_chunks())[0].as_py()
+        key = {k: table.column(k)[row].as_py() for k in names}
+        raise SumOverflow(
+            f"{operator}: the sum {out!r} of key {key} at time {time!r} is "
+            f"{sums[row].as_py()}, outside int64"
+        )
+    index = table.schema.get_field_index(out)
+    return table.set_column(index, out, sums.cast(pa.int64()))
