@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from operators.capability import Capability
     from operators.capture.pushers import EventPusher
     from operators.core import BinaryLogic, NotifyLogic, OperatorCore, UnaryLogic
+    from operators.runtime.routing import ColumnKey
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -125,8 +126,12 @@ class Stream:
         raise NotImplementedError(_UNATTACHED)
 
     @_declared
-    def exchange(self, key: Callable[[Any], object]) -> Stream:
-        """Send every record to worker ``stable_hash(key(record)) % peers``."""
+    def exchange(self, key: Callable[[Any], object], columns: ColumnKey | None = None) -> Stream:
+        """Send every record to worker ``stable_hash(key(record)) % peers``.
+
+        ``columns``: the same key for batches of columns (field names, or a function of the
+        batch), so that they are routed by vectorized kernels and stay columns.
+        """
         raise NotImplementedError(_UNATTACHED)
 
     @_declared

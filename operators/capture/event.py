@@ -35,6 +35,7 @@ from typing import Any
 import orjson
 
 from operators.progress import TimeFormatError, decode_time, encode_time
+from operators.runtime.containers import Batch, rows_of
 
 FRAME_HEADER = struct.Struct("<I")
 """The length prefix of a frame."""
@@ -48,7 +49,7 @@ class Messages:
     """Records that appeared on the stream at ``time``."""
 
     time: Hashable
-    records: list[Any]
+    records: Batch
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +77,8 @@ def _time(value: Any) -> Hashable:
 def event_to_json(event: Event) -> dict[str, Any]:
     """The JSON object of an event."""
     if isinstance(event, Messages):
-        return {"type": "messages", "time": encode_time(event.time), "records": event.records}
+        records = rows_of(event.records)
+        return {"type": "messages", "time": encode_time(event.time), "records": records}
     return {"type": "progress", "changes": [[encode_time(t), d] for t, d in event.changes]}
 
 

@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 from operators.capture import Messages, Progress
 from operators.progress import Antichain, MutableAntichain, encode_time, less_equal, same_domain
+from operators.runtime import rows_of
 from service.app.errors import BadRequest, Gone, Invalid
 from service.app.views import ConsumerView, OutputPage, OutputView, SubscriberView
 
@@ -186,17 +187,18 @@ class OutputLog:
         return _WorkerPusher(self)
 
     def _messages(self, event: Messages) -> None:
+        batch = rows_of(event.records)  # a capture may hand over columns: kept as rows here
         records = self._times.get(event.time)
         if records is None:
-            self._times[event.time] = list(event.records)
+            self._times[event.time] = list(batch)
         else:
-            records.extend(event.records)
-        count = len(event.records)
+            records.extend(batch)
+        count = len(batch)
         self._retained += count
         self.records_out += count
         size = 0
         if self._sizer is not None:
-            size = self._sizer(event.records)  # one call per batch, not per record
+            size = self._sizer(batch)  # one call per batch, not per record
             self._bytes[event.time] = self._bytes.get(event.time, 0) + size
             self.retained_bytes += size
         for subscriber in self.subscribers:

@@ -70,7 +70,10 @@ def test_routing_columns_and_routing_their_rows_give_the_same_parts(
     columns = Columns.of(records).slice(start, records.num_rows - start)
     by_columns = _rows(route_columns(columns, names, peers))
     by_rows = route(columns.rows(), field_key(names), peers)
-    assert by_columns == by_rows
+    # Each record by its "value", unique per record (a NaN key is not equal to itself).
+    assert [[r["value"] for r in part] for part in by_columns] == [
+        [r["value"] for r in part] for part in by_rows
+    ]
 
 
 @settings(max_examples=300, deadline=None)
