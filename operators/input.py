@@ -22,6 +22,7 @@ from operators.capability import Capability
 from operators.ports import OutputPort
 from operators.progress import check_time, less_equal
 from operators.runtime import Columns, Interest, Scope
+from operators.runtime.arrow import use_engine_pool
 from operators.stream import Stream
 
 if TYPE_CHECKING:
@@ -127,6 +128,7 @@ class TypedInputHandle(InputHandle):
     def __init__(self, output: OutputPort, capability: Capability, schema: pa.Schema) -> None:
         import pyarrow as pa
 
+        use_engine_pool()
         super().__init__(output, capability)
         self.schema = schema
         self.type = pa.struct(list(schema))

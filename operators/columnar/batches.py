@@ -8,10 +8,12 @@ field. These helpers go between the two, and convert a list batch (an untyped st
 from __future__ import annotations
 
 from collections.abc import Sequence
-
-import pyarrow as pa
+from typing import TYPE_CHECKING
 
 from operators.runtime import Batch, Columns
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 
 def record_batch(batch: Batch, operator: str) -> pa.RecordBatch:
@@ -22,6 +24,8 @@ def record_batch(batch: Batch, operator: str) -> pa.RecordBatch:
     Raises:
         TypeError: the records are not objects with fields (``operator`` names the caller).
     """
+    import pyarrow as pa
+
     if isinstance(batch, list):
         try:
             return pa.RecordBatch.from_pylist(batch)
@@ -41,6 +45,8 @@ def columns(table: pa.RecordBatch | pa.Table) -> Columns | None:
 
 def table_of(batches: Sequence[Columns]) -> pa.Table:
     """One table of the records of ``batches`` (all of one struct type), without copying."""
+    import pyarrow as pa
+
     return pa.Table.from_batches([batch.record_batch() for batch in batches])
 
 

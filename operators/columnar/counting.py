@@ -13,10 +13,7 @@ sum must fit an ``int64`` (:class:`SumOverflow` otherwise, never a wrapped value
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from typing import Any
-
-import pyarrow as pa
-import pyarrow.compute as pc
+from typing import TYPE_CHECKING, Any
 
 from operators.builder import OperatorBuilder
 from operators.columnar.batches import check_fields, columns, key_names, record_batch, table_of
@@ -26,13 +23,18 @@ from operators.runtime import Batch, Columns, Interest, rows_of
 from operators.runtime.routing import ColumnKey, field_key
 from operators.stream import Stream, attach
 
+if TYPE_CHECKING:
+    import pyarrow as pa
+
 FUNCTIONS = ("sum", "min", "max", "count")
 """What ``aggregate_columns`` computes of a column per key."""
 
 _MERGE = {"sum": "sum", "min": "min", "max": "max", "count": "sum"}
 """How partial results of each function combine."""
 
-_EXACT = pa.decimal128(38, 0)
+_EXACT = (38, 0)
+"""The decimal type (precision, scale) partial integer sums are kept in: exact, and it marks
+them, as no other aggregation gives a decimal (sums of decimal columns are refused)."""
 _INT64 = (-(2**63), 2**63 - 1)
 
 
@@ -76,6 +78,8 @@ def _to_zero(_record: Any) -> int:
 
 
 def _zeros(batch: Columns) -> pa.Array:
+    import pyarrow as pa
+
     return pa.nulls(len(batch), pa.uint64()).fill_null(0)
 
 
@@ -91,6 +95,8 @@ def count_columns(stream: Stream, name: str = "CountColumns") -> Stream:
         return [len(batch)]
 
     def merge(_time: Hashable, counts: list[Batch]) -> Columns:
+        import pyarrow as pa
+
         total = sum(n for batch in counts for n in rows_of(batch))
         return Columns(pa.array([total], pa.int64()))
 
@@ -108,6 +114,8 @@ def count_by_columns(
     names = key_names(keys, name)
 
     def partial(batch: Batch) -> Columns | None:
+        import pyarrow as pa
+
         table = pa.Table.from_batches([record_batch(batch, name)])
         check_fields(table.schema, names, name)
         grouped = table.group_by(names, use_threads=False).aggregate([([], "count_all")])
@@ -144,6 +152,8 @@ def aggregate_columns(
     outputs = [out for out, _, _ in specs]
 
     def partial(batch: Batch) -> Columns | None:
+        import pyarrow as pa
+
         rows = record_batch(batch, name)
         check_fields(rows.schema, [*names, *(column for _, column, _ in specs)], name)
         arrays = {key: rows.column(key) for key in names}
@@ -162,7 +172,8 @@ def aggregate_columns(
         picked = grouped.select([*names, *(f"{out}_{_MERGE[f]}" for out, _, f in specs)])
         merged = picked.rename_columns([*names, *outputs])
         for out in outputs:
-            if merged.schema.field(out).type == _EXACT:
+            kind = merged.schema.field(out).type
+            if (getattr(kind, "precision", None), getattr(kind, "scale", None)) == _EXACT:
                 merged = _checked_int64(merged, out, names, time, name)
         return columns(merged)
 
@@ -186,6 +197,8 @@ def _specs(
 
 def _exact(values: pa.Array, function: str, operator: str) -> pa.Array:
     """A column ready for a partial ``function``: integers to sum become exact decimals."""
+    import pyarrow as pa
+
     if function != "sum":
         return values
     if pa.types.is_integer(values.type):
@@ -199,11 +212,13 @@ def _checked_int64(
     table: pa.Table, out: str, names: list[str], time: Hashable, operator: str
 ) -> pa.Table:
     """``table`` with the exact sums of ``out`` as ``int64``; :class:`SumOverflow` if one is not."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     sums = table.column(out)
+    exact = pa.decimal128(*_EXACT)
     low, high = _INT64
-    outside = pc.or_(
-        pc.less(sums, pa.scalar(low, _EXACT)), pc.greater(sums, pa.scalar(high, _EXACT))
-    )
+    outside = pc.or_(pc.less(sums, pa.scalar(low, exact)), pc.greater(sums, pa.scalar(high, exact)))
     if pc.any(outside).as_py():
         row = pc.indices_nonzero(outside.combine_chunks())[0].as_py()
         key = {k: table.column(k)[row].as_py() for k in names}

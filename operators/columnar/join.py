@@ -16,17 +16,19 @@ the row numbers of the pairs; the pairs are taken from the two sides' records.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
-
-import pyarrow as pa
-import pyarrow.compute as pc
+from typing import TYPE_CHECKING
 
 from operators.builder import OperatorBuilder
 from operators.columnar.batches import key_names
 from operators.ports import InputPort, OutputPort
 from operators.progress import MutableAntichain
 from operators.runtime import Batch, Columns, Interest
+from operators.runtime.arrow import use_engine_pool
 from operators.runtime.routing import field_key
 from operators.stream import Stream, attach
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 
 class _Side:
@@ -43,6 +45,8 @@ class _Side:
         self._whole = None
 
     def records(self) -> pa.Array:
+        import pyarrow as pa
+
         if self._whole is None:
             self._whole = pa.concat_arrays(self._chunks)
             self._chunks = [self._whole]
@@ -69,6 +73,7 @@ def join_columns(
     mine, theirs = key_names(left_keys, name), key_names(right_keys, name)
     if len(mine) != len(theirs):
         raise ValueError(f"{name}: {len(mine)} left key fields but {len(theirs)} right ones")
+    use_engine_pool()
     builder = OperatorBuilder(left.scope, name)
     first = builder.new_input(left, exchange=field_key(mine), columns=mine)
     second = builder.new_input(other, exchange=field_key(theirs), columns=theirs)
@@ -113,6 +118,8 @@ def _take(
 
 
 def _records(batch: Batch) -> pa.Array:
+    import pyarrow as pa
+
     return batch.array if isinstance(batch, Columns) else pa.array(batch)
 
 
@@ -120,6 +127,9 @@ def _pairs(
     new: pa.Array, old: pa.Array, keys: tuple[list[str], list[str]], new_is_left: bool
 ) -> Columns | None:
     """The pairs of ``new`` records with ``old`` ones of equal keys, or ``None``."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     codes_new, codes_old = _codes(
         [pc.struct_field(new, k) for k in keys[0]], [pc.struct_field(old, k) for k in keys[1]]
     )
@@ -143,6 +153,9 @@ def _codes(new: list[pa.Array], old: list[pa.Array]) -> tuple[pa.Array, pa.Array
     Each key column of both sides is dictionary-encoded together (nulls encoded as a value);
     several columns' codes are combined pairwise and encoded again, so codes stay small.
     """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     split = len(new[0])
     combined: pa.Array | None = None
     for a, b in zip(new, old, strict=True):

@@ -9,15 +9,17 @@ itself on the worker its keys hash to.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
-from typing import Any
-
-import pyarrow as pa
+from typing import TYPE_CHECKING, Any
 
 from operators.builder import OperatorBuilder
 from operators.columnar.batches import columns, key_names, record_batch
 from operators.runtime import Batch, Columns
+from operators.runtime.arrow import use_engine_pool
 from operators.runtime.routing import ColumnKey, field_key
 from operators.stream import Stream, attach
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 
 def each_batch(
@@ -28,6 +30,7 @@ def each_batch(
     key: ColumnKey | None = None,
 ) -> Stream:
     """Forward ``fn(time, batch)`` for every batch, taken as it is (``None``: nothing)."""
+    use_engine_pool()
     builder = OperatorBuilder(stream.scope, name)
     input = builder.new_input(stream, exchange=exchange, columns=key)
     output, result = builder.new_output()
@@ -55,6 +58,8 @@ def map_columns(
     """
 
     def apply(_time: Hashable, batch: Batch) -> Columns | None:
+        import pyarrow as pa
+
         out = fn(record_batch(batch, name))
         if not isinstance(out, pa.RecordBatch | pa.Table):
             raise TypeError(f"{name}: the function must return a record batch, not {type(out)}")
@@ -75,6 +80,8 @@ def filter_columns(
     """
 
     def keep(_time: Hashable, batch: Batch) -> Batch | None:
+        import pyarrow as pa
+
         mask = fn(record_batch(batch, name))
         if isinstance(mask, pa.ChunkedArray):
             mask = mask.combine_chunks()
