@@ -2,9 +2,14 @@
 
 A batch of the schema (a record batch, a table, Columns, or a list of dicts) arrives
 downstream as one :class:`Columns` container of the schema's struct type; a batch of
-another schema is refused, naming the field, and nothing of it is sent.
+another schema is refused, naming the field, and nothing of it is sent. Columns are
+allocated from jemalloc once the engine makes them (``operators/runtime/arrow.py``).
 """
 
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -108,3 +113,34 @@ def test_a_batch_of_another_schema_is_refused_naming_the_field(batch: Any, messa
 
     run(work)
     assert [rows_of(batch) for _, batch in log] == [ROWS[:1]]  # the refused batch sent nothing
+
+
+POOL = """
+import pyarrow as pa
+import operators
+from operators import run
+
+async def work(worker):
+    worker.dataflow(lambda scope: scope.new_input(schema=pa.schema([("a", pa.int64())])))
+
+print(pa.default_memory_pool().backend_name)
+run(work)
+print(pa.default_memory_pool().backend_name)
+"""
+
+
+@pytest.mark.parametrize(
+    ("chosen", "expected"),
+    [(None, ["mimalloc", "jemalloc"]), ("system", ["system", "system"])],
+)
+def test_columns_are_allocated_from_jemalloc_unless_the_user_chose(
+    chosen: str | None, expected: list[str]
+) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
+    if chosen is not None:
+        env["ARROW_DEFAULT_MEMORY_POOL"] = chosen
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
+    out = subprocess.run(
+        [sys.executable, "-c", POOL], env=env, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.split() == expected
