@@ -47,6 +47,10 @@ STREAM = ord("D")
 _HEADER = struct.Struct("<B3xIqqI4x")
 """Kind, schema id, channel, worker, length of the pickled time (then 4 bytes of padding)."""
 _SCHEMA_HEADER = struct.Struct("<B3xI")
+LARGEST_BATCH = 256 * 1024 * 1024
+"""A batch of columns whose buffers exceed this many bytes goes as several frames (halves,
+halved again until each fits): a frame stays far below what a peer reads as corruption,
+and the receiver counts the records of the pieces, which sum to the batch's."""
 
 
 def is_columns(message: object) -> bool:
@@ -83,7 +87,8 @@ class Encoder:
                 if pickled:
                     payloads.append([pickle.dumps(pickled, protocol=5)])
                     pickled = []
-                payloads.extend(self._columns(item))
+                for piece in _pieces(item):
+                    payloads.extend(self._columns(piece))
             else:
                 pickled.append(item)
         if pickled:
@@ -115,6 +120,18 @@ class Encoder:
         header = _HEADER.pack(COLUMNS, schema_id, channel, worker, len(time_bytes))
         frames.append([header, time_bytes, padding, records.serialize()])
         return frames
+
+
+def _pieces(item: Item) -> list[Item]:
+    """``item``, or its batch in slices each within :data:`LARGEST_BATCH` (in order)."""
+    channel, worker, message = item
+    time, batch = cast("tuple[Hashable, Columns]", message)
+    if batch.nbytes <= LARGEST_BATCH or len(batch) < 2:
+        return [item]
+    half = len(batch) // 2
+    first = (channel, worker, (time, batch.slice(0, half)))
+    rest = (channel, worker, (time, batch.slice(half, len(batch) - half)))
+    return [*_pieces(first), *_pieces(rest)]
 
 
 class Decoder:

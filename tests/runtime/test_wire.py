@@ -133,3 +133,18 @@ async def test_columns_cross_real_sockets_between_two_fabrics() -> None:
 def test_a_frame_of_unknown_kind_is_refused() -> None:
     with pytest.raises(ValueError, match="a frame of unknown kind 0x5a"):
         Decoder().items(b"Zzz")
+
+
+def test_a_batch_too_large_for_one_frame_goes_as_slices(monkeypatch: pytest.MonkeyPatch) -> None:
+    import operators.runtime.wire as wire
+
+    monkeypatch.setattr(wire, "LARGEST_BATCH", 10_000)  # bytes: 8 bytes a record here
+    array = pa.array(range(5_000), pa.int64())
+    frames = payloads(Encoder(), [(3, 1, (9, Columns(array))), (3, 1, (9, [1]))])
+    assert [frame[0] for frame in frames] == [SCHEMA] + [COLUMNS] * 4 + [PICKLED]
+    decoder = Decoder()
+    items = [item for frame in frames for item in decoder.items(frame)]
+    pieces = [batch for _, _, (time, batch) in items[:-1]]
+    assert [len(piece) for piece in pieces] == [1250] * 4
+    assert pa.concat_arrays([piece.array for piece in pieces]).equals(array)
+    assert items[-1] == (3, 1, (9, [1]))
