@@ -32,6 +32,7 @@ import struct
 from collections.abc import Hashable
 from typing import TYPE_CHECKING, Any, cast
 
+from operators.runtime.arrow import use_engine_pool
 from operators.runtime.containers import Columns
 
 if TYPE_CHECKING:
@@ -98,6 +99,7 @@ class Encoder:
     def _columns(self, item: Item) -> list[list[Any]]:
         import pyarrow as pa
 
+        use_engine_pool()  # each frame's IPC body is a fresh buffer: reuse freed memory
         channel, worker, message = item
         time, batch = cast("tuple[Hashable, Columns]", message)  # as is_columns found it
         array = batch.array
