@@ -196,6 +196,8 @@ def column_hash(keys: pa.Array | pa.ChunkedArray) -> pa.Array:
     if pa.types.is_signed_integer(kind):
         return _own(keys, pc.greater_equal(keys, pa.scalar(0, kind)))
     if pa.types.is_floating(kind):
+        if kind != pa.float64():  # exactly as Python sees a float16 or float32: a double
+            keys = pc.cast(keys, pa.float64())
         return _own(keys, _whole_in_range(keys))
     if (
         pa.types.is_string(kind)

@@ -33,6 +33,7 @@ KINDS: dict[str, tuple[pa.DataType, Any]] = {
             st.integers(-(2**70), 2**70).map(float),  # whole numbers, in range and not
         ),
     ),
+    "float32": (pa.float32(), st.floats(width=32)),
     "bool": (pa.bool_(), st.booleans()),
     "string": (pa.string(), st.text(max_size=5)),
     "binary": (pa.binary(), st.binary(max_size=5)),
