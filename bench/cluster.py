@@ -194,23 +194,23 @@ def cw1_keep(batch: pa.RecordBatch) -> pa.Array:
     return pc.equal(pc.bit_wise_and(pc.divide(batch.column(1), 2000), 1), 0)
 
 
-def cw1_batches(records: int, times: int) -> list[pa.RecordBatch]:
-    """Every time's records ``(i % KEYS, i)``, as one record batch per time."""
+def cw1_batches(records: int, times: int, part: int = 0, parts: int = 1) -> list[pa.RecordBatch]:
+    """Every time's records ``(i % KEYS, i)`` as one record batch per time, or its ``part``-th
+    of ``parts`` contiguous slices (a multiple of ``KEYS`` long: every key in each)."""
     per = records // times
+    size = per // parts
     batches = []
     for t in range(times):
-        values = pa.array(range(t * per, (t + 1) * per), pa.int64())
+        first = t * per + part * size
+        values = pa.array(range(first, first + size), pa.int64())
         keys = pc.subtract(values, pc.multiply(pc.divide(values, KEYS), KEYS))
         batches.append(pa.RecordBatch.from_arrays([keys, values], schema=CW1_SCHEMA))
     return batches
 
 
 def cw1_share(worker: Worker, sizes: dict[str, Any]) -> list[pa.RecordBatch]:
-    """This worker's contiguous part of every time's batch (zero-copy slices)."""
-    if "cw1" not in _DATA:
-        _DATA["cw1"] = cw1_batches(sizes["records"], sizes["times"])
-    part = sizes["records"] // sizes["times"] // worker.peers
-    return [batch.slice(worker.index * part, part) for batch in _DATA["cw1"]]
+    """This worker's contiguous part of every time's records (made before the timed region)."""
+    return cw1_batches(sizes["records"], sizes["times"], worker.index, worker.peers)
 
 
 async def cw1_warm_up(worker: Worker) -> None:
