@@ -1,10 +1,13 @@
 """``count_columns``, ``count_by_columns`` and ``aggregate_columns``: per time, on columns.
 
-Each is two operators. The first pre-aggregates every batch on its own worker with pyarrow
-(``Table.group_by``: one call per batch) into partial results, one record per key; the
-second exchanges those by key (their columns hashed as the rows' keys would be), keeps each
-time's partials, and merges them with one more ``group_by`` once the time is complete.
-Only partial results cross workers, never the records.
+Each is two operators. The first pre-aggregates on its own worker, with one pyarrow call
+(``pc.value_counts`` for a count by one key field, ``Table.group_by`` otherwise), the
+batches of a time it takes in one run (every batch of the time that has arrived, as far as
+the worker's time slice allows: at least one), into partial results, one record per key;
+the second exchanges those by key (their columns hashed as the rows' keys would be), keeps
+each time's partials, and merges them with one more ``group_by`` once the time is complete.
+Only partial results cross workers, never the records, and a time's records cost one
+partial (one exchange of it) per run, not per batch: a cluster pays per exchanged batch.
 
 Integer sums are exact: a batch's integers are summed as 38-digit decimals, and the merged
 sum must fit an ``int64`` (:class:`SumOverflow` otherwise, never a wrapped value).
@@ -17,9 +20,9 @@ from typing import TYPE_CHECKING, Any
 
 from operators.builder import OperatorBuilder
 from operators.columnar.batches import check_fields, columns, key_names, record_batch, table_of
-from operators.columnar.stateless import each_batch
 from operators.held import HeldTimes
 from operators.runtime import Batch, Columns, Interest, rows_of
+from operators.runtime.arrow import use_engine_pool
 from operators.runtime.routing import ColumnKey, field_key
 from operators.stream import Stream, attach
 
@@ -42,15 +45,42 @@ class SumOverflow(OverflowError):
     """An integer sum of ``aggregate_columns`` does not fit an ``int64``."""
 
 
+def _partials(stream: Stream, partial: Callable[[list[Batch]], Batch | None], name: str) -> Stream:
+    """``partial`` of the batches of each time that one run takes, sent at that time."""
+    use_engine_pool()
+    builder = OperatorBuilder(stream.scope, name)
+    input = builder.new_input(stream)
+    output, result = builder.new_output()
+
+    def constructor() -> Callable[[], None]:
+        def logic() -> None:
+            taken: dict[Hashable, list[Batch]] = {}
+            for time, batch in input.containers():
+                batches = taken.get(time)
+                if batches is None:
+                    taken[time] = [batch]
+                else:
+                    batches.append(batch)
+            for time, batches in taken.items():
+                out = partial(batches)
+                if out is not None:
+                    output.forward(time, out)
+
+        return logic
+
+    builder.build_reactive(constructor)
+    return result
+
+
 def _merged(
     stream: Stream,
-    partial: Callable[[Batch], Batch | None],
+    partial: Callable[[list[Batch]], Batch | None],
     route: tuple[Callable[[Any], object], ColumnKey],
     merge: Callable[[Hashable, list[Batch]], Batch | None],
     name: str,
 ) -> Stream:
-    """``partial`` of every batch, exchanged by ``route``; ``merge`` of a time's, once complete."""
-    partials = each_batch(stream, lambda _t, batch: partial(batch), f"{name}.Partial")
+    """``partial`` of each time's batches, exchanged by ``route``; ``merge`` once complete."""
+    partials = _partials(stream, partial, f"{name}.Partial")
     builder = OperatorBuilder(stream.scope, name)
     input = builder.new_input(partials, exchange=route[0], columns=route[1])
     output, result = builder.new_output()
@@ -91,8 +121,8 @@ def count_columns(stream: Stream, name: str = "CountColumns") -> Stream:
     record is looked at.
     """
 
-    def partial(batch: Batch) -> list[int]:
-        return [len(batch)]
+    def partial(batches: list[Batch]) -> list[int]:
+        return [sum(map(len, batches))]
 
     def merge(_time: Hashable, counts: list[Batch]) -> Columns:
         import pyarrow as pa
@@ -113,18 +143,17 @@ def count_by_columns(
     """
     names = key_names(keys, name)
 
-    def partial(batch: Batch) -> Columns | None:
+    def partial(batches: list[Batch]) -> Columns | None:
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        rows = record_batch(batch, name)
-        check_fields(rows.schema, names, name)
+        table = pa.Table.from_batches([record_batch(b, name) for b in batches])
+        check_fields(table.schema, names, name)
         if len(names) == 1:
-            # A hash kernel, not an Acero plan: its fixed cost is a tenth of group_by's, which
-            # a worker pays per batch (docs/cluster.md, "Cluster scaling").
-            counted = pc.value_counts(rows.column(names[0]))
+            # A hash kernel, not an Acero plan: its fixed cost is a tenth of group_by's
+            # (docs/cluster.md, "Cluster scaling").
+            counted = pc.value_counts(table.column(names[0]))
             return Columns(pa.StructArray.from_arrays(counted.flatten(), names=[names[0], "count"]))
-        table = pa.Table.from_batches([rows])
         grouped = table.group_by(names, use_threads=False).aggregate([([], "count_all")])
         return columns(grouped.select([*names, "count_all"]).rename_columns([*names, "count"]))
 
@@ -160,10 +189,10 @@ def aggregate_columns(
     specs = _specs(names, aggregations, name)
     outputs = [out for out, _, _ in specs]
 
-    def partial(batch: Batch) -> Columns | None:
+    def partial(batches: list[Batch]) -> Columns | None:
         import pyarrow as pa
 
-        rows = record_batch(batch, name)
+        rows = pa.Table.from_batches([record_batch(b, name) for b in batches])
         check_fields(rows.schema, [*names, *(column for _, column, _ in specs)], name)
         arrays = {key: rows.column(key) for key in names}
         for index, (_, column, function) in enumerate(specs):
