@@ -46,6 +46,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from operators.runtime.fabric import Fabric, Mailbox
+from operators.runtime.framing import CorruptFrame, FrameReader
 from operators.runtime.wire import Decoder, Encoder
 
 log = logging.getLogger("frontier.cluster")
@@ -200,9 +201,9 @@ class Link:
         "_decoder",
         "_encoder",
         "_flush_scheduled",
+        "_frames",
         "_loop",
         "_outbox",
-        "_reader",
         "_writer",
         "bytes_sent",
         "frames_sent",
@@ -213,8 +214,10 @@ class Link:
         self, peer: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
         self.peer = peer
-        self._reader = reader
         self._writer = writer
+        # Past the hello, frames are read by a protocol of their own (large ones straight
+        # into their buffers); the writer is unchanged.
+        self._frames = FrameReader.take_over(reader, writer.transport, MOST_FRAME)
         self._outbox: list[tuple[int, int, object]] = []
         self._flush_scheduled = False
         self._loop = asyncio.get_running_loop()
@@ -263,7 +266,9 @@ class Link:
         """Deliver every frame until the peer's goodbye; :class:`PeerLost` if it never came."""
         while True:
             try:
-                payload = await _read_frame(self._reader)
+                payload = await self._frames.next()
+            except CorruptFrame as error:
+                raise ClusterError(str(error)) from None
             except (asyncio.IncompleteReadError, ConnectionError, OSError) as error:
                 cause = (
                     "the connection closed"

@@ -144,7 +144,7 @@ class Decoder:
     def __init__(self) -> None:
         self._schemas: dict[int, pa.Schema] = {}
 
-    def items(self, payload: bytes) -> list[Item]:
+    def items(self, payload: bytes | bytearray) -> list[Item]:
         """The messages of one frame (none for a schema frame)."""
         kind = payload[0]
         if kind == PICKLED:
@@ -156,7 +156,7 @@ class Decoder:
             return [self._columns(payload)]
         raise ValueError(f"a frame of unknown kind {kind:#x}")
 
-    def _schema(self, payload: bytes) -> list[Item]:
+    def _schema(self, payload: bytes | bytearray) -> list[Item]:
         import pyarrow as pa
 
         _kind, schema_id = _SCHEMA_HEADER.unpack_from(payload)
@@ -164,7 +164,7 @@ class Decoder:
         self._schemas[schema_id] = pa.ipc.read_schema(body)
         return []
 
-    def _columns(self, payload: bytes) -> Item:
+    def _columns(self, payload: bytes | bytearray) -> Item:
         import pyarrow as pa
 
         kind, schema_id, channel, worker, time_size = _HEADER.unpack_from(payload)
