@@ -1,7 +1,10 @@
-"""Routing records as columns: the column form of :func:`~operators.runtime.channels.stable_hash`.
+"""Routing by key: :func:`stable_hash` of a record's key, and its form for columns.
 
-An exchange edge may carry lists and :class:`~operators.runtime.containers.Columns` at
-once, so a key must reach the same worker whichever way it travels: :func:`column_hash`
+:func:`stable_hash` is how the row path routes (``route`` in
+:mod:`operators.runtime.channels`): record ``r`` goes to worker
+``stable_hash(key(r)) % peers``. An exchange edge may carry lists and
+:class:`~operators.runtime.containers.Columns` at once, so a key must reach the same worker
+whichever way it travels: :func:`column_hash`
 gives, for an Arrow array of keys, the ``stable_hash`` of each key as the row path
 computes it from the key's Python value, with vectorized kernels and no Python call per
 record:
@@ -13,9 +16,9 @@ record:
   dictionary-encoded, the dictionary's values hashed by ``stable_hash`` itself, and the
   hashes taken back to the rows;
 * a key of several columns (a struct array, or several arrays) hashes as the tuple of its
-  parts: ``stable_hash`` of a tuple is BLAKE2b over the parts' 64-bit hashes, so the parts'
-  hash columns are laid side by side as one fixed-size binary column, whose distinct values
-  are digested.
+  parts: ``stable_hash`` of a tuple is BLAKE2b over the parts' 64-bit hashes, so each part's
+  hash column is read as 8-byte values, the parts joined row by row into one binary column,
+  and its distinct values digested.
 
 :func:`route_columns` then splits a batch into ``peers`` parts, part ``hash % peers``, each a
 zero-copy slice when the batch goes to one worker whole, else one ``filter`` per part (the
