@@ -16,9 +16,10 @@ sum must fit an ``int64`` (:class:`SumOverflow` otherwise, never a wrapped value
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from operators.builder import OperatorBuilder
+from operators.capability import InputCapability
 from operators.columnar.batches import check_fields, columns, key_names, record_batch, table_of
 from operators.held import HeldTimes
 from operators.runtime import Batch, Columns, Interest, rows_of
@@ -45,42 +46,62 @@ class SumOverflow(OverflowError):
     """An integer sum of ``aggregate_columns`` does not fit an ``int64``."""
 
 
-def _partials(stream: Stream, partial: Callable[[list[Batch]], Batch | None], name: str) -> Stream:
-    """``partial`` of the batches of each time that one run takes, sent at that time."""
+Combine: TypeAlias = "Callable[[list[Batch]], Batch | None]"
+"""Partial results of one time (each one record per key) as one (each key once)."""
+
+
+def _partials(stream: Stream, partial: Combine, combine: Combine, name: str) -> Stream:
+    """Per time: ``partial`` of the batches each run takes, combined and sent once complete.
+
+    A worker's partial results of a time are sent once, when no more records at the time
+    can reach it, so each time crosses to each other worker in one batch, however many
+    batches and runs it took.
+    """
     use_engine_pool()
     builder = OperatorBuilder(stream.scope, name)
     input = builder.new_input(stream)
     output, result = builder.new_output()
 
     def constructor() -> Callable[[], None]:
+        held: HeldTimes[list[Batch]] = HeldTimes()
+
         def logic() -> None:
-            taken: dict[Hashable, list[Batch]] = {}
-            for time, batch in input.containers():
-                batches = taken.get(time)
-                if batches is None:
-                    taken[time] = [batch]
+            taken: dict[Hashable, tuple[InputCapability, list[Batch]]] = {}
+            for capability, batch in input.held_containers():
+                entry = taken.get(capability.time)
+                if entry is None:
+                    taken[capability.time] = (capability, [batch])
                 else:
-                    batches.append(batch)
-            for time, batches in taken.items():
+                    entry[1].append(batch)
+            for capability, batches in taken.values():
                 out = partial(batches)
                 if out is not None:
-                    output.forward(time, out)
+                    held.state(capability, list).append(out)
+            for complete, partials in held.ready(input.frontier):
+                out = combine(partials)
+                if out is not None:
+                    output.give_batch(complete, out)
+                complete.drop()
 
         return logic
 
-    builder.build_reactive(constructor)
+    builder.build_reactive(constructor, Interest.ALWAYS)
     return result
 
 
 def _merged(
     stream: Stream,
-    partial: Callable[[list[Batch]], Batch | None],
+    steps: tuple[Combine, Combine, Callable[[Hashable, Batch], Batch | None]],
     route: tuple[Callable[[Any], object], ColumnKey],
-    merge: Callable[[Hashable, list[Batch]], Batch | None],
     name: str,
 ) -> Stream:
-    """``partial`` of each time's batches, exchanged by ``route``; ``merge`` once complete."""
-    partials = _partials(stream, partial, f"{name}.Partial")
+    """Partials of each time, exchanged by ``route``, combined and finished once complete.
+
+    ``steps`` are: the partial results of a time's batches on each worker, how partial
+    results combine, and what is emitted of a time's combined result.
+    """
+    partial, combine, finish = steps
+    partials = _partials(stream, partial, combine, f"{name}.Partial")
     builder = OperatorBuilder(stream.scope, name)
     input = builder.new_input(partials, exchange=route[0], columns=route[1])
     output, result = builder.new_output()
@@ -92,7 +113,8 @@ def _merged(
             for capability, batch in input.held_containers():
                 held.state(capability, list).append(batch)
             for complete, batches in held.ready(input.frontier):
-                out = merge(complete.time, batches)
+                combined = combine(batches)
+                out = None if combined is None else finish(complete.time, combined)
                 if out is not None:
                     output.give_batch(complete, out)
                 complete.drop()
@@ -101,6 +123,10 @@ def _merged(
 
     builder.build_reactive(constructor, Interest.ALWAYS)
     return result
+
+
+def _as_is(_time: Hashable, batch: Batch) -> Batch:
+    return batch
 
 
 def _to_zero(_record: Any) -> int:
@@ -124,13 +150,15 @@ def count_columns(stream: Stream, name: str = "CountColumns") -> Stream:
     def partial(batches: list[Batch]) -> list[int]:
         return [sum(map(len, batches))]
 
-    def merge(_time: Hashable, counts: list[Batch]) -> Columns:
+    def combine(counts: list[Batch]) -> list[int]:
+        return [sum(n for batch in counts for n in rows_of(batch))]
+
+    def finish(_time: Hashable, total: Batch) -> Columns:
         import pyarrow as pa
 
-        total = sum(n for batch in counts for n in rows_of(batch))
-        return Columns(pa.array([total], pa.int64()))
+        return Columns(pa.array(rows_of(total), pa.int64()))
 
-    return _merged(stream, partial, (_to_zero, _zeros), merge, name)
+    return _merged(stream, (partial, combine, finish), (_to_zero, _zeros), name)
 
 
 @attach(Stream.count_by_columns)
@@ -157,14 +185,14 @@ def count_by_columns(
         grouped = table.group_by(names, use_threads=False).aggregate([([], "count_all")])
         return columns(grouped.select([*names, "count_all"]).rename_columns([*names, "count"]))
 
-    def merge(_time: Hashable, partials: list[Batch]) -> Columns | None:
+    def combine(partials: list[Batch]) -> Columns | None:
         if len(partials) == 1:
-            return _as_columns(partials[0])  # one batch's counts: every key once already
+            return _as_columns(partials[0])  # one partial: every key once already
         table = table_of([_as_columns(p) for p in partials])
         grouped = table.group_by(names, use_threads=False).aggregate([("count", "sum")])
         return columns(grouped.select([*names, "count_sum"]).rename_columns([*names, "count"]))
 
-    return _merged(stream, partial, (field_key(names), names), merge, name)
+    return _merged(stream, (partial, combine, _as_is), (field_key(names), names), name)
 
 
 def _as_columns(batch: Batch) -> Columns:
@@ -203,19 +231,24 @@ def aggregate_columns(
         picked = [*names, *(f"__{i}_{f}" for i, (_, _, f) in enumerate(specs))]
         return columns(grouped.select(picked).rename_columns([*names, *outputs]))
 
-    def merge(time: Hashable, partials: list[Batch]) -> Columns | None:
+    def combine(partials: list[Batch]) -> Columns | None:
+        if len(partials) == 1:
+            return _as_columns(partials[0])
         table = table_of([_as_columns(p) for p in partials])
         wanted = [(out, _MERGE[function]) for out, _, function in specs]
         grouped = table.group_by(names, use_threads=False).aggregate(wanted)
         picked = grouped.select([*names, *(f"{out}_{_MERGE[f]}" for out, _, f in specs)])
-        merged = picked.rename_columns([*names, *outputs])
+        return columns(picked.rename_columns([*names, *outputs]))
+
+    def finish(time: Hashable, combined: Batch) -> Columns | None:
+        merged = table_of([_as_columns(combined)])
         for out in outputs:
             kind = merged.schema.field(out).type
             if (getattr(kind, "precision", None), getattr(kind, "scale", None)) == _EXACT:
                 merged = _checked_int64(merged, out, names, time, name)
         return columns(merged)
 
-    return _merged(stream, partial, (field_key(names), names), merge, name)
+    return _merged(stream, (partial, combine, finish), (field_key(names), names), name)
 
 
 def _specs(
