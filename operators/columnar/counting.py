@@ -1,13 +1,15 @@
 """``count_columns``, ``count_by_columns`` and ``aggregate_columns``: per time, on columns.
 
-Each is two operators. The first pre-aggregates on its own worker, with one pyarrow call
-(``pc.value_counts`` for a count by one key field, ``Table.group_by`` otherwise), the
-batches of a time it takes in one run (every batch of the time that has arrived, as far as
-the worker's time slice allows: at least one), into partial results, one record per key;
-the second exchanges those by key (their columns hashed as the rows' keys would be), keeps
-each time's partials, and merges them with one more ``group_by`` once the time is complete.
-Only partial results cross workers, never the records, and a time's records cost one
-partial (one exchange of it) per run, not per batch: a cluster pays per exchanged batch.
+Each is two operators. The first pre-aggregates on its own worker: the batches of a time
+that one run takes (every batch of the time that has arrived, as far as the worker's time
+slice allows: at least one) become partial results, one record per key, with one pyarrow call
+(``pc.value_counts`` for a count by one key field, ``Table.group_by`` otherwise); it keeps a
+time's partial results and sends them, combined, once the time is complete on its worker.
+The second exchanges those by key (their columns hashed as the rows' keys would be), keeps
+each time's, and combines them with one more ``group_by`` once the time is complete
+everywhere. Only partial results cross workers, never the records, and each worker sends one
+batch per time, however many batches the time had: a cluster pays per exchanged batch
+(``docs/cluster.md``, "Cluster scaling").
 
 Integer sums are exact: a batch's integers are summed as 38-digit decimals, and the merged
 sum must fit an ``int64`` (:class:`SumOverflow` otherwise, never a wrapped value).
