@@ -97,6 +97,17 @@ KEYS = 1000
 # --------------------------------------------------------------------------- child side
 
 
+def run_delay() -> int:
+    """Nanoseconds this process's thread has waited for a CPU so far (Linux schedstat; 0
+    elsewhere): what separates a process that waited for its peer from one the machine's
+    other load kept off the CPUs."""
+    try:
+        with open("/proc/thread-self/schedstat") as file:
+            return int(file.read().split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
 async def start_line(worker: Worker) -> int:
     """Return once every worker has reached this point (so has built what came before)."""
 
@@ -176,7 +187,7 @@ async def w1_program(worker: Worker, sizes: dict[str, Any]) -> dict[str, Any]:
 
     handle, probe = worker.dataflow(w1_build(out, bool(sizes.get("skew"))))
     start = await start_line(worker)
-    cpu = time.process_time_ns()
+    cpu, delay = time.process_time_ns(), run_delay()
     for t, batch in enumerate(mine):
         handle.send_batch(batch)
         handle.advance_to(t + 1)
@@ -187,6 +198,7 @@ async def w1_program(worker: Worker, sizes: dict[str, Any]) -> dict[str, Any]:
         "start": start,
         "end": end,
         "cpu": [cpu, time.process_time_ns()],
+        "waited": [delay, run_delay()],
         "counts": {str(t): dict(v) for t, v in out.items()},
     }
 
@@ -268,7 +280,7 @@ async def cw1_program(worker: Worker, sizes: dict[str, Any]) -> dict[str, Any]:
 
     handle, probe = worker.dataflow(build)
     start = await start_line(worker)
-    cpu = time.process_time_ns()
+    cpu, delay = time.process_time_ns(), run_delay()
     step = sizes["batch"]
     for t, batch in enumerate(mine):
         for offset in range(0, batch.num_rows, step):  # batches of 100,000: a time is several
@@ -277,11 +289,17 @@ async def cw1_program(worker: Worker, sizes: dict[str, Any]) -> dict[str, Any]:
     handle.close()
     await worker.step_while(lambda: not probe.done())
     end = time.perf_counter_ns()
-    cpu_end = time.process_time_ns()
+    cpu_end, waited = time.process_time_ns(), run_delay()
     counts: dict[str, dict[int, int]] = defaultdict(dict)
     for t, batch in out:
         counts[str(t)].update((r["key"], r["count"]) for r in rows_of(batch))
-    return {"start": start, "end": end, "cpu": [cpu, cpu_end], "counts": counts}
+    return {
+        "start": start,
+        "end": end,
+        "cpu": [cpu, cpu_end],
+        "waited": [delay, waited],
+        "counts": counts,
+    }
 
 
 async def w2_program(worker: Worker, sizes: dict[str, int]) -> dict[str, Any]:
@@ -477,20 +495,24 @@ def check_w1(results: list[list[dict[str, Any]]], expected: list[dict[int, int]]
     assert merged == [dict(c) for c in expected], "W1 counts differ from the plain loop's"
 
 
-def cpu_and_busy(results: list[list[dict[str, Any]]]) -> tuple[float, float]:
-    """CPU seconds of all processes in their timed regions, and their mean busy fraction.
+def cpu_and_busy(results: list[list[dict[str, Any]]]) -> tuple[float, float, float]:
+    """CPU seconds of all processes in their timed regions, their mean busy fraction, and the
+    mean fraction of their wall time they waited for a CPU (the machine's other load).
 
     A process's workers share its clock: its CPU time runs from its first worker's start to
     its last one's end, and its busy fraction is that over the wall time between them.
     """
     seconds = 0.0
     busy = []
+    waited = []
     for process in results:
         cpu = (max(r["cpu"][1] for r in process) - min(r["cpu"][0] for r in process)) / 1e9
         wall = (max(r["end"] for r in process) - min(r["start"] for r in process)) / 1e9
+        wait = (max(r["waited"][1] for r in process) - min(r["waited"][0] for r in process)) / 1e9
         seconds += cpu
         busy.append(cpu / wall)
-    return seconds, statistics.mean(busy)
+        waited.append(wait / wall)
+    return seconds, statistics.mean(busy), statistics.mean(waited)
 
 
 W1_CONFIGS = (
@@ -508,15 +530,19 @@ def run_configs(
     configs: tuple[tuple[str, str, int, int, str], ...] = W1_CONFIGS,
 ) -> dict[str, dict[str, list[float]]]:
     """Rates (M records/s), CPU seconds and busy fractions per configuration, interleaved."""
-    figures = {name: {"rate": [], "cpu": [], "busy": [], "speedup": []} for name, *_ in configs}
+    figures = {
+        name: {"rate": [], "cpu": [], "busy": [], "waited": [], "speedup": []}
+        for name, *_ in configs
+    }
     for _ in range(repeats):
         for name, mode, processes, workers, _label in configs:
             results = spawn(mode, workload, processes, workers, json.dumps(sizes))
             check(results)
-            cpu, busy = cpu_and_busy(results)
+            cpu, busy, waited = cpu_and_busy(results)
             figures[name]["rate"].append(sizes["records"] / span(results) / 1e6)
             figures[name]["cpu"].append(cpu)
             figures[name]["busy"].append(100 * busy)
+            figures[name]["waited"].append(100 * waited)
         for name, *_ in configs:
             figures[name]["speedup"].append(figures[name]["rate"][-1] / figures["1x1"]["rate"][-1])
     return figures
@@ -527,7 +553,7 @@ def scaling_table(
     configs: tuple[tuple[str, str, int, int, str], ...] = W1_CONFIGS,
 ) -> str:
     return table(
-        ["", "M records/s", "vs 1x1 (pairwise)", "CPU s", "busy %"],
+        ["", "M records/s", "vs 1x1 (pairwise)", "CPU s", "busy %", "waited for a CPU %"],
         [
             [
                 label,
@@ -535,6 +561,7 @@ def scaling_table(
                 stats(figures[name]["speedup"]),
                 stats(figures[name]["cpu"]),
                 f"{statistics.median(figures[name]['busy']):.0f}",
+                f"{statistics.median(figures[name]['waited']):.0f}",
             ]
             for name, *_, label in configs
         ],
