@@ -9,12 +9,22 @@ line. Timed regions use ``time.perf_counter_ns``, the system-wide monotonic cloc
 Linux, so a run's time is the last process's end minus the first process's start. Process
 start-up, imports, data generation and connecting are never timed.
 
-* **W1** (``bench/runtime.py``'s keyed pipeline, its functions and data imported from
-  there): 2,000,000 records over 100 times, ``map`` -> ``filter`` -> ``count_by`` -> probe,
-  on 1 process x 1 worker and on 2 processes x 1 worker (worker ``w`` sends the records
-  ``i % 2 == w``; ``count_by`` exchanges half the kept records across the socket).
-  Records/s; target: 2 x 1 >= 1.6 x the 1 x 1 rate. Each run's counts are checked against
-  ``bench/runtime.py``'s plain loop, untimed.
+* **W1** (``bench/runtime.py``'s keyed pipeline: its map, its data, and the same count of
+  kept records): 2,000,000 records over 100 times, ``map`` -> ``filter`` -> ``count_by`` ->
+  probe, on 1 process x 1 worker, 1 x 2 and 2 processes x 1 worker (worker ``w`` sends the
+  records ``i % 2 == w``). The filter keeps half of *every* key's records, so ``count_by``'s
+  exchange is balanced (``bench/runtime.py`` keeps the even keys, which an int key's own hash
+  sends all to worker 0 of 2: ``--skew`` restores that). The records are made once per
+  process and frozen out of the garbage collector (``--per-worker-data``: every worker makes
+  its own, as before). Records/s, CPU seconds of all processes in the timed region, and how
+  busy each process was (CPU time over wall time); target: 2 x 1 >= 1.6 x the 1 x 1 rate.
+  Each run's counts are checked against a plain loop, untimed.
+* **CW1**, W1 on columns: 40,000,000 records ``{key: int64, value: int64}`` (``key = i %
+  1000``) over 10 times, each worker sending its contiguous part of a time in batches of
+  100,000, through a typed input -> ``map_columns`` (value doubled) -> ``filter_columns``
+  (half of every key) -> ``count_by_columns("key")`` -> a sink that keeps the batches as
+  they are; on 1 x 1, 1 x 2 and 2 x 1. Target: 2 x 1 >= 1.8 x 1 x 1. Counts checked
+  against pyarrow over all the records, untimed.
 * **W2** (``bench/runtime.py``'s latency pipeline): input -> map -> filter -> map -> probe,
   100 warm-up times then 1,000 times of 100 integers; the latency of a time runs from just
   before ``advance_to(t + 1)`` to the probe passing it, on worker 0. On 1 x 1, 1 x 2 (two
@@ -41,6 +51,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import functools
+import gc
 import json
 import os
 import platform
@@ -55,9 +66,10 @@ from typing import Any
 
 from common import percentile, table  # bench/common.py (the script's folder)
 from runtime import (  # bench/runtime.py: W1 and W2 as the one-process benchmark runs them
-    w1_build,
     w1_data,
-    w1_plain,
+    w1_keep,
+    w1_key,
+    w1_map,
     w1_split,
     w2_double,
     w2_inc,
@@ -66,19 +78,34 @@ from runtime import (  # bench/runtime.py: W1 and W2 as the one-process benchmar
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import pyarrow as pa
+import pyarrow.compute as pc
 import uvloop
 
 import operators  # noqa: F401  (registers the stream-building scope)
 from operators import Worker, execute
-from operators.runtime import Fabric
+from operators.runtime import Fabric, rows_of
 from operators.runtime.cluster import ClusterFabric, ClusterSpec, connect
 
 SCRIPT = Path(__file__).resolve()
 SECRET = b"bench"
 TARGET_W1_SPEEDUP = 1.6
+TARGET_CW1_SPEEDUP = 1.8
+KEYS = 1000
 
 
 # --------------------------------------------------------------------------- child side
+
+
+def run_delay() -> int:
+    """Nanoseconds this process's thread has waited for a CPU so far (Linux schedstat; 0
+    elsewhere): what separates a process that waited for its peer from one the machine's
+    other load kept off the CPUs."""
+    try:
+        with open("/proc/thread-self/schedstat") as file:
+            return int(file.read().split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0
 
 
 async def start_line(worker: Worker) -> int:
@@ -94,20 +121,185 @@ async def start_line(worker: Worker) -> int:
     return time.perf_counter_ns()
 
 
-async def w1_program(worker: Worker, sizes: dict[str, int]) -> dict[str, Any]:
-    batches = w1_data(sizes["records"], sizes["times"], 1000)
-    mine = w1_split(batches, worker.peers)[worker.index]
+# W1's records are made once per process, shared by its workers, and then frozen out of the
+# garbage collector's scans (gc.freeze, as the server does at start): each of two workers of
+# one process making its own copy doubled the objects every collection walked, and made 1 x 2
+# cost 42% more CPU than 1 x 1 (docs/cluster.md, "Cluster scaling").
+_DATA: dict[str, Any] = {}
+
+
+def w1_keep_balanced(r: tuple[int, int]) -> bool:
+    """Half of every key's records (those of even thousands): every key is kept.
+
+    ``bench/runtime.py``'s filter keeps the even keys, and an int key is its own hash, so
+    with 2 workers every kept record went to worker 0. (The mapped value is ``2 * i``.)
+    """
+    return (r[1] // 2000) % 2 == 0
+
+
+def w1_build(out: dict[int, list[tuple[int, int]]], skew: bool) -> Any:
+    """W1's dataflow (map -> filter -> count_by), with the balanced filter unless ``skew``."""
+    keep = w1_keep if skew else w1_keep_balanced
+
+    def build(scope: Any) -> Any:
+        handle, stream = scope.new_input()
+        counted = (
+            stream.map(w1_map)
+            .filter(keep)
+            .count_by(w1_key)
+            .inspect_batch(lambda t, rs: out[t].extend(rs))
+        )
+        return handle, counted.probe()
+
+    return build
+
+
+def w1_plain(batches: list[list[tuple[int, int]]], skew: bool) -> list[dict[int, int]]:
+    """W1's counts by a plain loop (untimed, to check the engine's)."""
+    keep = w1_keep if skew else w1_keep_balanced
+    result = []
+    for batch in batches:
+        counts: dict[int, int] = defaultdict(int)
+        for record in map(w1_map, batch):
+            if keep(record):
+                counts[record[0]] += 1
+        result.append(counts)
+    return result
+
+
+def w1_share(worker: Worker, sizes: dict[str, Any]) -> list[list[tuple[int, int]]]:
+    """This worker's records: made once per process (or per worker with ``per_worker``)."""
+    if sizes.get("per_worker"):
+        return w1_split(w1_data(sizes["records"], sizes["times"], KEYS), worker.peers)[worker.index]
+    if "w1" not in _DATA:
+        batches = w1_data(sizes["records"], sizes["times"], KEYS)
+        _DATA["w1"] = w1_split(batches, worker.peers)
+        del batches
+        gc.collect()
+        gc.freeze()
+    shares: list[list[list[tuple[int, int]]]] = _DATA["w1"]
+    return shares[worker.index]
+
+
+async def w1_program(worker: Worker, sizes: dict[str, Any]) -> dict[str, Any]:
+    mine = w1_share(worker, sizes)
     out: dict[int, list[tuple[int, int]]] = defaultdict(list)
 
-    handle, probe = worker.dataflow(w1_build(out))
+    handle, probe = worker.dataflow(w1_build(out, bool(sizes.get("skew"))))
     start = await start_line(worker)
+    cpu, delay = time.process_time_ns(), run_delay()
     for t, batch in enumerate(mine):
         handle.send_batch(batch)
         handle.advance_to(t + 1)
     handle.close()
     await worker.step_while(lambda: not probe.done())
     end = time.perf_counter_ns()
-    return {"start": start, "end": end, "counts": {str(t): dict(v) for t, v in out.items()}}
+    return {
+        "start": start,
+        "end": end,
+        "cpu": [cpu, time.process_time_ns()],
+        "waited": [delay, run_delay()],
+        "counts": {str(t): dict(v) for t, v in out.items()},
+    }
+
+
+CW1_SCHEMA = pa.schema([("key", pa.int64()), ("value", pa.int64())])
+
+
+def cw1_double(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """W1's map on columns: the value doubled."""
+    return batch.set_column(1, "value", pc.multiply(batch.column(1), 2))
+
+
+def cw1_keep(batch: pa.RecordBatch) -> pa.Array:
+    """W1's balanced filter on columns: half of every key's records."""
+    return pc.equal(pc.bit_wise_and(pc.divide(batch.column(1), 2000), 1), 0)
+
+
+def cw1_batches(records: int, times: int, part: int = 0, parts: int = 1) -> list[pa.RecordBatch]:
+    """Every time's records ``(i % KEYS, i)`` as one record batch per time, or its ``part``-th
+    of ``parts`` contiguous slices (a multiple of ``KEYS`` long: every key in each)."""
+    per = records // times
+    size = per // parts
+    offsets = pa.array(range(size), pa.int64())
+    batches = []
+    for t in range(times):
+        values = pc.add(offsets, t * per + part * size)
+        keys = pc.subtract(values, pc.multiply(pc.divide(values, KEYS), KEYS))
+        batches.append(pa.RecordBatch.from_arrays([keys, values], schema=CW1_SCHEMA))
+    return batches
+
+
+def cw1_share(worker: Worker, sizes: dict[str, Any]) -> list[pa.RecordBatch]:
+    """This worker's contiguous part of every time's records (made before the timed region;
+    the objects made so far are frozen out of the garbage collector, as the server does)."""
+    batches = cw1_batches(sizes["records"], sizes["times"], worker.index, worker.peers)
+    gc.collect()
+    gc.freeze()
+    return batches
+
+
+async def cw1_warm_up(worker: Worker) -> None:
+    """Run the columnar operators once on a little data, untimed: pyarrow loads its kernels
+    (and Acero) on first use, which would otherwise land in the timed region."""
+
+    def build(scope: Any) -> Any:
+        handle, stream = scope.new_input(schema=CW1_SCHEMA)
+        counted = stream.map_columns(cw1_double).filter_columns(cw1_keep)
+        return handle, counted.count_by_columns("key").probe()
+
+    handle, probe = worker.dataflow(build)
+    handle.send_batch(cw1_batches(4000, 1)[0])
+    handle.close()
+    await worker.step_while(lambda: not probe.done())
+
+
+def keep_containers(stream: Any, out: list[tuple[int, Any]]) -> Any:
+    """A sink that keeps each batch as it arrives (columns stay columns: read after timing)."""
+
+    def constructor(capability: Any, _info: Any) -> Any:
+        capability.drop()
+
+        def logic(input: Any, _output: Any) -> None:
+            out.extend(input.containers())
+
+        return logic
+
+    return stream.unary(constructor, name="Keep")
+
+
+async def cw1_program(worker: Worker, sizes: dict[str, Any]) -> dict[str, Any]:
+    mine = cw1_share(worker, sizes)
+    await cw1_warm_up(worker)
+    out: list[tuple[int, Any]] = []
+
+    def build(scope: Any) -> Any:
+        handle, stream = scope.new_input(schema=CW1_SCHEMA)
+        counted = stream.map_columns(cw1_double).filter_columns(cw1_keep).count_by_columns("key")
+        return handle, keep_containers(counted, out).probe()
+
+    handle, probe = worker.dataflow(build)
+    start = await start_line(worker)
+    cpu, delay = time.process_time_ns(), run_delay()
+    step = sizes["batch"]
+    for t, batch in enumerate(mine):
+        for offset in range(0, batch.num_rows, step):  # batches of 100,000: a time is several
+            handle.send_batch(batch.slice(offset, step))
+        handle.advance_to(t + 1)
+    handle.close()
+    await worker.step_while(lambda: not probe.done())
+    end = time.perf_counter_ns()
+    cpu_end, waited = time.process_time_ns(), run_delay()
+    counts: dict[str, dict[int, int]] = defaultdict(dict)
+    for t, batch in out:
+        counts[str(t)].update((r["key"], r["count"]) for r in rows_of(batch))
+    return {
+        "start": start,
+        "end": end,
+        "cpu": [cpu, cpu_end],
+        "waited": [delay, waited],
+        "counts": counts,
+    }
 
 
 async def w2_program(worker: Worker, sizes: dict[str, int]) -> dict[str, Any]:
@@ -167,7 +359,12 @@ async def exchange_program(worker: Worker, sizes: dict[str, int]) -> dict[str, A
     }
 
 
-PROGRAMS = {"W1": w1_program, "W2": w2_program, "exchange": exchange_program}
+PROGRAMS = {
+    "W1": w1_program,
+    "CW1": cw1_program,
+    "W2": w2_program,
+    "exchange": exchange_program,
+}
 
 
 async def child_main(args: argparse.Namespace) -> list[Any]:
@@ -298,30 +495,122 @@ def check_w1(results: list[list[dict[str, Any]]], expected: list[dict[int, int]]
     assert merged == [dict(c) for c in expected], "W1 counts differ from the plain loop's"
 
 
-def run_w1(quick: bool, repeats: int) -> list[str]:
-    sizes = {"records": 200_000, "times": 10} if quick else {"records": 2_000_000, "times": 100}
-    expected = w1_plain(w1_data(sizes["records"], sizes["times"], 1000))
-    rates: dict[str, list[float]] = {"1x1": [], "2x1": []}
-    speedups: list[float] = []
+def cpu_and_busy(results: list[list[dict[str, Any]]]) -> tuple[float, float, float]:
+    """CPU seconds of all processes in their timed regions, their mean busy fraction, and the
+    mean fraction of their wall time they waited for a CPU (the machine's other load).
+
+    A process's workers share its clock: its CPU time runs from its first worker's start to
+    its last one's end, and its busy fraction is that over the wall time between them.
+    """
+    seconds = 0.0
+    busy = []
+    waited = []
+    for process in results:
+        cpu = (max(r["cpu"][1] for r in process) - min(r["cpu"][0] for r in process)) / 1e9
+        wall = (max(r["end"] for r in process) - min(r["start"] for r in process)) / 1e9
+        wait = (max(r["waited"][1] for r in process) - min(r["waited"][0] for r in process)) / 1e9
+        seconds += cpu
+        busy.append(cpu / wall)
+        waited.append(wait / wall)
+    return seconds, statistics.mean(busy), statistics.mean(waited)
+
+
+W1_CONFIGS = (
+    ("1x1", "child", 1, 1, "1 process x 1 worker"),
+    ("1x2", "child", 1, 2, "1 process x 2 workers (one loop)"),
+    ("2x1", "cluster", 2, 1, "2 processes x 1 worker"),
+)
+
+
+def run_configs(
+    workload: str,
+    sizes: dict[str, Any],
+    repeats: int,
+    check: Any,
+    configs: tuple[tuple[str, str, int, int, str], ...] = W1_CONFIGS,
+) -> dict[str, dict[str, list[float]]]:
+    """Rates (M records/s), CPU seconds and busy fractions per configuration, interleaved."""
+    figures = {
+        name: {"rate": [], "cpu": [], "busy": [], "waited": [], "speedup": []}
+        for name, *_ in configs
+    }
     for _ in range(repeats):
-        for name, mode, processes in (("1x1", "child", 1), ("2x1", "cluster", 2)):
-            results = spawn(mode, "W1", processes, 1, json.dumps(sizes))
-            check_w1(results, expected)
-            rates[name].append(sizes["records"] / span(results) / 1e6)
-        speedups.append(rates["2x1"][-1] / rates["1x1"][-1])
-    median = statistics.median(speedups)
+        for name, mode, processes, workers, _label in configs:
+            results = spawn(mode, workload, processes, workers, json.dumps(sizes))
+            check(results)
+            cpu, busy, waited = cpu_and_busy(results)
+            figures[name]["rate"].append(sizes["records"] / span(results) / 1e6)
+            figures[name]["cpu"].append(cpu)
+            figures[name]["busy"].append(100 * busy)
+            figures[name]["waited"].append(100 * waited)
+        for name, *_ in configs:
+            figures[name]["speedup"].append(figures[name]["rate"][-1] / figures["1x1"]["rate"][-1])
+    return figures
+
+
+def scaling_table(
+    figures: dict[str, dict[str, list[float]]],
+    configs: tuple[tuple[str, str, int, int, str], ...] = W1_CONFIGS,
+) -> str:
+    return table(
+        ["", "M records/s", "vs 1x1 (pairwise)", "CPU s", "busy %", "waited for a CPU %"],
+        [
+            [
+                label,
+                stats(figures[name]["rate"]),
+                stats(figures[name]["speedup"]),
+                stats(figures[name]["cpu"]),
+                f"{statistics.median(figures[name]['busy']):.0f}",
+                f"{statistics.median(figures[name]['waited']):.0f}",
+            ]
+            for name, *_, label in configs
+        ],
+    )
+
+
+def run_w1(quick: bool, repeats: int, skew: bool = False, per_worker: bool = False) -> list[str]:
+    sizes: dict[str, Any] = (
+        {"records": 200_000, "times": 10} if quick else {"records": 2_000_000, "times": 100}
+    )
+    sizes.update(skew=skew, per_worker=per_worker)
+    expected = w1_plain(w1_data(sizes["records"], sizes["times"], KEYS), skew)
+    figures = run_configs("W1", sizes, repeats, lambda results: check_w1(results, expected))
+    median = statistics.median(figures["2x1"]["speedup"])
     verdict = "MET" if median >= TARGET_W1_SPEEDUP else "NOT MET"
+    split = "even keys only (all to worker 0 of 2)" if skew else "half of every key (balanced)"
+    data = "made by every worker" if per_worker else "made once per process, frozen"
     return [
         f"W1: {sizes['records']:,} records over {sizes['times']} times, map -> filter -> "
-        f"count_by -> probe; M records/s, median (min-max) of {repeats}",
-        table(
-            ["", "M records/s", "vs 1x1 (pairwise)"],
-            [
-                ["1 process x 1 worker", stats(rates["1x1"]), "1.00"],
-                ["2 processes x 1 worker", stats(rates["2x1"]), stats(speedups)],
-            ],
-        ),
+        f"count_by -> probe; kept: {split}; data {data}; median (min-max) of {repeats}",
+        scaling_table(figures),
         f"W1 2x1 >= {TARGET_W1_SPEEDUP}x 1x1: {verdict} ({median:.2f}x)",
+    ]
+
+
+def cw1_expected(sizes: dict[str, Any]) -> list[dict[int, int]]:
+    """CW1's counts per time, computed with pyarrow over the whole data (untimed)."""
+    expected = []
+    for batch in cw1_batches(sizes["records"], sizes["times"]):
+        kept = cw1_keep(cw1_double(batch))
+        counted = pa.table(batch.filter(kept)).group_by("key").aggregate([([], "count_all")])
+        keys, counts = (counted.column(c).to_pylist() for c in ("key", "count_all"))
+        expected.append(dict(zip(keys, counts, strict=True)))
+    return expected
+
+
+def run_cw1(quick: bool, repeats: int) -> list[str]:
+    sizes = {"records": 4_000_000 if quick else 40_000_000, "times": 10, "batch": 100_000}
+    expected = cw1_expected(sizes)
+    figures = run_configs("CW1", sizes, repeats, lambda results: check_w1(results, expected))
+    median = statistics.median(figures["2x1"]["speedup"])
+    verdict = "MET" if median >= TARGET_CW1_SPEEDUP else "NOT MET"
+    return [
+        f"Columnar W1: {sizes['records']:,} records over {sizes['times']} times in batches of "
+        f"{sizes['batch']:,}, a typed input -> map_columns -> filter_columns -> "
+        "count_by_columns -> probe, balanced keys; "
+        f"median (min-max) of {repeats}",
+        scaling_table(figures),
+        f"Columnar W1 2x1 >= {TARGET_CW1_SPEEDUP}x 1x1: {verdict} ({median:.2f}x)",
     ]
 
 
@@ -391,7 +680,13 @@ def main(argv: list[str] | None = None) -> int:
         "mode", nargs="?", default="run", choices=["run", "child", "cluster", "bare"]
     )
     parser.add_argument("workload", nargs="?", help="a child's workload (internal)")
-    parser.add_argument("--only", default="W1,W2,exchange", help="e.g. W1 (default all)")
+    parser.add_argument("--only", default="W1,CW1,W2,exchange", help="e.g. W1 (default all)")
+    parser.add_argument(
+        "--skew", action="store_true", help="W1 keeps even keys only, as bench/runtime.py"
+    )
+    parser.add_argument(
+        "--per-worker-data", action="store_true", help="W1's workers each make all the data"
+    )
     parser.add_argument("--quick", action="store_true", help="small sizes, 1 repeat")
     parser.add_argument("--repeats", type=int, help="repeats per measurement (default 5)")
     parser.add_argument("--processes", type=int, default=1)
@@ -416,7 +711,12 @@ def main(argv: list[str] | None = None) -> int:
         f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}",
         flush=True,
     )
-    runners = {"W1": run_w1, "W2": run_w2, "EXCHANGE": run_exchange}
+    runners = {
+        "W1": functools.partial(run_w1, skew=args.skew, per_worker=args.per_worker_data),
+        "CW1": run_cw1,
+        "W2": run_w2,
+        "EXCHANGE": run_exchange,
+    }
     for name in args.only.split(","):
         began = time.perf_counter()
         print("\n".join(runners[name.strip().upper()](args.quick, repeats)), flush=True)

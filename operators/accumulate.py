@@ -32,11 +32,16 @@ def accumulate(
 @attach(Stream.count)
 def count(stream: Stream, name: str = "Count") -> Stream:
     """The number of records per time (per worker), emitted when the time is complete."""
-    return _accumulate(stream, int, lambda acc, records: acc + len(records), name)
+    # Only the batches' lengths are read, so columns are never turned into rows.
+    return _accumulate(stream, int, lambda acc, batch: acc + len(batch), name, containers=True)
 
 
 def _accumulate(
-    stream: Stream, init: Callable[[], Any], fold: Callable[[Any, list[Any]], Any], name: str
+    stream: Stream,
+    init: Callable[[], Any],
+    fold: Callable[[Any, Any], Any],
+    name: str,
+    containers: bool = False,
 ) -> Stream:
     builder = OperatorBuilder(stream.scope, name)
     input = builder.new_input(stream)
@@ -46,7 +51,8 @@ def _accumulate(
         held: HeldTimes[Any] = HeldTimes()
 
         def logic() -> None:
-            for capability, records in input:
+            batches = input.held_containers() if containers else iter(input)
+            for capability, records in batches:
                 held.replace(capability.time, fold(held.state(capability, init), records))
             for complete, value in held.ready(input.frontier):
                 output.give_batch(complete, [value])

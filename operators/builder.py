@@ -35,6 +35,7 @@ from operators.core import Logic, OperatorCore
 from operators.ports import InputPort, OutputPort
 from operators.progress import Antichain, Connectivity, Source, Target, is_identity
 from operators.runtime import ExchangePusher, Interest, Scope, Tee
+from operators.runtime.routing import ColumnKey
 from operators.stream import Stream
 
 
@@ -55,6 +56,7 @@ class OperatorBuilder:
         stream: Stream,
         exchange: Callable[[Any], object] | None = None,
         connection: dict[int, Hashable] | None = None,
+        columns: ColumnKey | None = None,
     ) -> InputPort:
         """Add an input reading ``stream``.
 
@@ -64,6 +66,12 @@ class OperatorBuilder:
                 function: each record goes to the worker ``stable_hash(key(r)) % peers``.
             connection: The outputs this input reaches and their summaries; ``None`` means
                 every output (including ones added later), unchanged.
+            columns: With ``exchange``, the same key for batches of
+                :class:`~operators.runtime.Columns` (field names, or a function of the
+                batch giving its keys: :data:`~operators.runtime.routing.ColumnKey`), so
+                they are routed by vectorized kernels and stay columns; equal keys reach
+                the same worker as rows or as columns. Without it, columns are routed by
+                their rows.
         """
         if stream.scope.builder is not self.scope.builder:
             raise ValueError(
@@ -74,10 +82,12 @@ class OperatorBuilder:
         target = Target(self.index, port.port)
         builder = self.scope.builder
         if exchange is None:
+            if columns is not None:
+                raise ValueError(f"{self.name}: a column key needs the row key (exchange=) too")
             port.queue = builder.connect(stream.source, stream.tee, target).queue
         else:
             _, mine, boxes = builder.connect_exchange(stream.source, target)
-            stream.tee.pushers.append(ExchangePusher(boxes, exchange))
+            stream.tee.pushers.append(ExchangePusher(boxes, exchange, columns))
             port.queue = mine.queue
         self.core.input_ports.append(port)
         self._connections.append(connection)

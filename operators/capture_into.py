@@ -37,7 +37,7 @@ def capture_into(stream: Stream, pusher: EventPusher, name: str = "Capture") -> 
             if changes:
                 pusher.push(Progress(changes.drain()))
             for time, batch in input.containers():  # columns are captured as columns
-                pusher.push(Messages(time, batch))  # type: ignore[arg-type]
+                pusher.push(Messages(time, batch))
             pusher.flush()
 
         return logic

@@ -19,8 +19,8 @@ def concat(streams: list[Stream], name: str = "Concat") -> Stream:
     def constructor() -> Callable[[], None]:
         def logic() -> None:
             for port, input in enumerate(inputs):
-                for time, records in input.batches():
-                    output.forward(time, records, port)
+                for time, batch in input.containers():  # columns stay columns
+                    output.forward(time, batch, port)
 
         return logic
 

@@ -44,10 +44,10 @@ def _install(
 ) -> None:
     def constructor() -> Callable[[], None]:
         def logic() -> None:
-            for capability, records in input:
+            for capability, batch in input.held_containers():  # columns stay columns
                 advanced = results_in(summary, capability.time)
                 if advanced is not None:
-                    output.give_batch(capability.delayed(advanced), records)
+                    output.give_batch(capability.delayed(advanced), batch)
 
         return logic
 

@@ -1,22 +1,30 @@
 """The handles operator logic works with: input ports and output ports.
 
 An :class:`InputPort` yields ``(capability, records)`` pairs, one per arrived batch, and
-counts what it hands out as consumed. Records that travel as columns reach an operator as a
-list, made once per batch, unless it takes batches as they are
-(:meth:`InputPort.containers`: forwarders and the columnar operators; see
-:mod:`operators.runtime.containers`). An :class:`OutputPort` sends batches at the time of a
-capability for it, counts them as produced, and gives them to every edge leaving it.
+counts what it hands out as consumed. It hands out batches until the worker's time slice is
+spent (at least one per run): the rest wait, still in flight (holding the frontier at their
+times), for the operator's next run, which the port asks for. So an operator given many
+batches at once (a producer that sent many times before the workers stepped) lets its
+worker step, and its output cross to other processes, in slices: the processes of a cluster
+work on different batches at once instead of one after another.
+
+Records that travel as columns reach an operator as a list, made once per batch, unless it
+takes batches as they are (:meth:`InputPort.containers`: forwarders and the columnar
+operators; see :mod:`operators.runtime.containers`). An :class:`OutputPort` sends batches
+at the time of a capability for it, counts them as produced, and gives them to every edge
+leaving it.
 """
 
 from __future__ import annotations
 
 from collections import deque
 from collections.abc import Hashable, Iterator, Sequence
+from time import perf_counter
 from typing import Any, Protocol
 
 from operators.capability import Capability, CapabilityError, InputCapability, Operator
 from operators.progress import ChangeBatch, MutableAntichain
-from operators.runtime import Batch, Tee
+from operators.runtime import Batch, Scope, Tee
 
 
 class PortOperator(Operator, Protocol):
@@ -35,14 +43,32 @@ class PortOperator(Operator, Protocol):
         """Ask to be scheduled again once the event loop has run what else is ready."""
         ...
 
+    def activate(self) -> None:
+        """Ask to be scheduled again (after this run, if called while running)."""
+        ...
+
+    @property
+    def scope(self) -> Scope:
+        """The scope the operator runs in (its worker keeps the time slice)."""
+        ...
+
 
 class InputPort:
     """One input of an operator: arrived batches, and the frontier of times still to come."""
 
-    __slots__ = ("consumed", "frontier", "frontier_changes", "operator", "port", "queue")
+    __slots__ = (
+        "_worker",
+        "consumed",
+        "frontier",
+        "frontier_changes",
+        "operator",
+        "port",
+        "queue",
+    )
 
     def __init__(self, operator: PortOperator, port: int) -> None:
         self.operator = operator
+        self._worker = operator.scope.worker
         self.port = port
         self.queue: deque[tuple[Hashable, Batch]] = deque()
         self.consumed: ChangeBatch[Hashable] = ChangeBatch()
@@ -72,6 +98,8 @@ class InputPort:
             if not isinstance(records, list):
                 records = records.rows()
             yield InputCapability(time, port, operator), records
+            if queue and self._out_of_time():
+                return
 
     def batches(self) -> Iterator[tuple[Hashable, list[Any]]]:
         """Take every arrived batch as ``(time, records)``, for operators that only forward.
@@ -87,6 +115,8 @@ class InputPort:
             if not isinstance(records, list):
                 records = records.rows()
             yield time, records
+            if queue and self._out_of_time():
+                return
 
     def containers(self) -> Iterator[tuple[Hashable, Batch]]:
         """Take every arrived batch as ``(time, batch)``, columns left as columns.
@@ -100,6 +130,32 @@ class InputPort:
             time, batch = queue.popleft()
             consumed.update(time, len(batch))
             yield time, batch
+            if queue and self._out_of_time():
+                return
+
+    def held_containers(self) -> Iterator[tuple[InputCapability, Batch]]:
+        """Take every arrived batch as it is (columns left as columns), with a capability.
+
+        For columnar operators that hold state per time (as iterating the port does for
+        those written record by record).
+        """
+        queue = self.queue
+        consumed = self.consumed
+        operator = self.operator
+        port = self.port
+        while queue:
+            time, batch = queue.popleft()
+            consumed.update(time, len(batch))
+            yield InputCapability(time, port, operator), batch
+            if queue and self._out_of_time():
+                return
+
+    def _out_of_time(self) -> bool:
+        """Whether the worker's slice is spent: if so, ask for another run for the rest."""
+        if perf_counter() <= self._worker.slice_deadline:
+            return False
+        self.operator.activate()
+        return True
 
     def give_back(self, time: Hashable, records: Batch) -> None:
         """Put the unprocessed rest of a batch taken by :meth:`batches` back at the front.

@@ -10,6 +10,7 @@ importing this module loads it.
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
+from typing import TYPE_CHECKING
 
 import operators.catalogue  # noqa: F401 - attaches the methods of the streams it starts
 from operators.capture.pushers import EventReader
@@ -20,13 +21,22 @@ from operators.runtime import Scope as EngineScope
 from operators.runtime import register_scope_type
 from operators.stream import Stream
 
+if TYPE_CHECKING:
+    import pyarrow as pa
+
 
 class Scope(EngineScope):
     """A scope under construction, with the methods that start streams in it."""
 
-    def new_input(self, name: str = "Input") -> tuple[InputHandle, Stream]:
-        """A new input: the handle to send records with, and their stream."""
-        return new_input(self, name)
+    def new_input(
+        self, name: str = "Input", schema: pa.Schema | None = None
+    ) -> tuple[InputHandle, Stream]:
+        """A new input: the handle to send records with, and their stream.
+
+        With ``schema`` (a ``pa.Schema``), its records are objects with those fields and
+        travel as Arrow columns (:class:`~operators.input.TypedInputHandle`).
+        """
+        return new_input(self, name, schema)
 
     def replay_into(self, streams: Sequence[EventReader], name: str = "Replay") -> Stream:
         """Replay captured streams as one stream (this worker takes its share of them)."""

@@ -19,17 +19,20 @@ declared method raises :class:`NotImplementedError`, and :func:`unattached` list
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 from operators.probe import ProbeHandle
 from operators.progress import MutableAntichain, Source
-from operators.runtime import Scope, Tee
+from operators.runtime import Columns, Scope, Tee
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from operators.capability import Capability
     from operators.capture.pushers import EventPusher
     from operators.core import BinaryLogic, NotifyLogic, OperatorCore, UnaryLogic
+    from operators.runtime.routing import ColumnKey
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -123,8 +126,12 @@ class Stream:
         raise NotImplementedError(_UNATTACHED)
 
     @_declared
-    def exchange(self, key: Callable[[Any], object]) -> Stream:
-        """Send every record to worker ``stable_hash(key(record)) % peers``."""
+    def exchange(self, key: Callable[[Any], object], columns: ColumnKey | None = None) -> Stream:
+        """Send every record to worker ``stable_hash(key(record)) % peers``.
+
+        ``columns``: the same key for batches of columns (field names, or a function of the
+        batch), so that they are routed by vectorized kernels and stay columns.
+        """
         raise NotImplementedError(_UNATTACHED)
 
     @_declared
@@ -252,6 +259,55 @@ class Stream:
         notify: Iterable[Hashable] = (),
     ) -> Stream:
         """A custom operator with a notificator: ``logic(input, output, notificator)``."""
+        raise NotImplementedError(_UNATTACHED)
+
+    # Columnar operators (operators/columnar): records with a schema as Arrow batches,
+    # one pyarrow call per batch (see docs/library.md).
+
+    @_declared
+    def map_columns(self, fn: Callable[[pa.RecordBatch], pa.RecordBatch]) -> Stream:
+        """Replace every batch by ``fn(batch)``, a record batch of a record batch (one call)."""
+        raise NotImplementedError(_UNATTACHED)
+
+    @_declared
+    def filter_columns(self, fn: Callable[[pa.RecordBatch], pa.Array | pa.ChunkedArray]) -> Stream:
+        """Keep the records where ``fn(batch)``, a boolean array, is true (one call per batch)."""
+        raise NotImplementedError(_UNATTACHED)
+
+    @_declared
+    def exchange_columns(
+        self,
+        keys: str | Sequence[str] | Callable[[Columns], pa.Array],
+        row_key: Callable[[Any], object] | None = None,
+    ) -> Stream:
+        """Send every record to worker ``stable_hash(key) % peers``, batches kept as columns."""
+        raise NotImplementedError(_UNATTACHED)
+
+    @_declared
+    def count_columns(self) -> Stream:
+        """The number of records per time, summed over workers, once the time is complete."""
+        raise NotImplementedError(_UNATTACHED)
+
+    @_declared
+    def count_by_columns(self, keys: str | Sequence[str]) -> Stream:
+        """Records ``{key fields..., "count"}`` per key per time, once the time is complete."""
+        raise NotImplementedError(_UNATTACHED)
+
+    @_declared
+    def aggregate_columns(
+        self, keys: str | Sequence[str], aggregations: Mapping[str, tuple[str, str]]
+    ) -> Stream:
+        """Per key per time, ``{keys..., out: fn(column)}`` (sum/min/max/count), once complete."""
+        raise NotImplementedError(_UNATTACHED)
+
+    @_declared
+    def join_columns(
+        self,
+        other: Stream,
+        left_keys: str | Sequence[str],
+        right_keys: str | Sequence[str],
+    ) -> Stream:
+        """Records ``{"left": l, "right": r}`` with equal key fields at the same time."""
         raise NotImplementedError(_UNATTACHED)
 
 

@@ -18,6 +18,16 @@ where a time ``T`` is an integer, or for ``Product(outer, inner)`` the array
 ``[outer, inner]`` (nested for deeper scopes), and records are any JSON values. In files and
 on TCP, events are *frames*: a 4-byte little-endian length, then that many bytes of JSON.
 
+A messages event whose records are :class:`~operators.runtime.Columns` is written as a
+*binary* frame instead (:func:`encode_event`), so that columns are never turned into one
+JSON value per record: a zero byte (no JSON text begins so), the length of the time's JSON
+(4 bytes, little-endian), the time as JSON, zero padding to a multiple of 8 bytes, then an
+Arrow IPC stream (its schema, any dictionaries, and one record batch with the records as
+one column named ``records``). It decodes to a :class:`Messages` of the same
+:class:`Columns` (read in place from the frame's bytes), so a replay sends the batches a
+capture saw, boundaries and all. Frames of JSON, as every log written before binary frames
+existed holds, decode as before.
+
 >>> from operators.progress import Product
 >>> decode_event(encode_event(Messages(Product(1, 2), ["a"])))
 Messages(time=Product(outer=1, inner=2), records=['a'])
@@ -35,6 +45,7 @@ from typing import Any
 import orjson
 
 from operators.progress import TimeFormatError, decode_time, encode_time
+from operators.runtime.containers import Batch, Columns, rows_of
 
 FRAME_HEADER = struct.Struct("<I")
 """The length prefix of a frame."""
@@ -42,13 +53,17 @@ FRAME_HEADER = struct.Struct("<I")
 MAX_FRAME = 256 * 1024 * 1024
 """The largest frame accepted; a larger length is taken as corruption."""
 
+COLUMNS_EVENT = 0
+"""The first byte of a binary event (a messages event of columns)."""
+_TIME_LENGTH = struct.Struct("<xI")
+
 
 @dataclass(frozen=True, slots=True)
 class Messages:
     """Records that appeared on the stream at ``time``."""
 
     time: Hashable
-    records: list[Any]
+    records: Batch
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +91,8 @@ def _time(value: Any) -> Hashable:
 def event_to_json(event: Event) -> dict[str, Any]:
     """The JSON object of an event."""
     if isinstance(event, Messages):
-        return {"type": "messages", "time": encode_time(event.time), "records": event.records}
+        records = rows_of(event.records)
+        return {"type": "messages", "time": encode_time(event.time), "records": records}
     return {"type": "progress", "changes": [[encode_time(t), d] for t, d in event.changes]}
 
 
@@ -104,17 +120,68 @@ def event_from_json(value: Any) -> Event:
 
 
 def encode_event(event: Event) -> bytes:
-    """An event as JSON bytes."""
+    """An event as bytes: JSON, or a binary event for a batch of columns."""
+    if isinstance(event, Messages) and isinstance(event.records, Columns):
+        return _encode_columns(event.time, event.records)
     return orjson.dumps(event_to_json(event))
 
 
 def decode_event(data: bytes) -> Event:
-    """An event from JSON bytes; :class:`EventFormatError` if they are not one."""
+    """An event from bytes (JSON or binary); :class:`EventFormatError` if they are not one."""
+    if data[:1] == bytes([COLUMNS_EVENT]):
+        return _decode_columns(data)
     try:
         value = orjson.loads(data)
     except orjson.JSONDecodeError as error:
         raise EventFormatError(f"invalid JSON: {error}") from None
     return event_from_json(value)
+
+
+def _padded(size: int) -> int:
+    return (size + 7) & ~7
+
+
+def _encode_columns(time: Hashable, batch: Columns) -> bytes:
+    import pyarrow as pa
+
+    encoded_time = orjson.dumps(encode_time(time))
+    head = _TIME_LENGTH.size + len(encoded_time)
+    records = pa.RecordBatch.from_arrays([batch.array], ["records"])
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, records.schema) as writer:
+        writer.write_batch(records)
+    return b"".join(
+        (
+            _TIME_LENGTH.pack(len(encoded_time)),
+            encoded_time,
+            bytes(_padded(head) - head),
+            sink.getvalue(),
+        )
+    )
+
+
+def _decode_columns(data: bytes) -> Messages:
+    import pyarrow as pa
+
+    if len(data) < _TIME_LENGTH.size:
+        raise EventFormatError("a binary event too short for its header")
+    (size,) = _TIME_LENGTH.unpack_from(data)
+    head = _TIME_LENGTH.size + size
+    if len(data) < head:
+        raise EventFormatError("a binary event too short for its time")
+    try:
+        time = _time(orjson.loads(data[_TIME_LENGTH.size : head]))
+    except orjson.JSONDecodeError as error:
+        raise EventFormatError(f"invalid JSON time in a binary event: {error}") from None
+    try:
+        body = pa.py_buffer(data).slice(_padded(head))
+        reader = pa.ipc.open_stream(body)
+        batch = reader.read_next_batch()
+    except (pa.ArrowException, StopIteration) as error:
+        raise EventFormatError(f"invalid Arrow IPC in a binary event: {error}") from None
+    if batch.num_columns != 1:
+        raise EventFormatError(f"a binary event holds one column, not {batch.num_columns}")
+    return Messages(time, Columns(batch.column(0)))
 
 
 def frame(event: Event) -> bytes:

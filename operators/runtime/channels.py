@@ -11,13 +11,23 @@ every record exactly once, and never an empty batch.
 
 from __future__ import annotations
 
-import hashlib
-import struct
 from collections.abc import Callable, Hashable
 from typing import Any, Protocol
 
 from operators.runtime.containers import Batch, rows_of
 from operators.runtime.fabric import Mailbox
+from operators.runtime.routing import MASK, ColumnKey, route_columns, stable_hash
+
+__all__ = [
+    "ExchangePusher",
+    "Message",
+    "PipelinePusher",
+    "Pusher",
+    "RetimingPusher",
+    "Tee",
+    "route",
+    "stable_hash",
+]
 
 Message = tuple[Hashable, Batch]
 """A batch of records at one time."""
@@ -62,49 +72,6 @@ class PipelinePusher:
         self._mailbox.push((time, records))
 
 
-_MASK = 0xFFFF_FFFF_FFFF_FFFF
-
-
-def _digest(data: bytes) -> int:
-    return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little")
-
-
-def stable_hash(key: object) -> int:
-    """A hash of ``key`` that is the same in every process and every run.
-
-    Python's ``hash`` of strings and bytes is salted per process, so records would route
-    differently on different machines; this one is not. Like ``hash``, it is equal for equal
-    keys (``1``, ``1.0`` and ``True``; ``0.0`` and ``-0.0``), so equal keys meet on one
-    worker. Integers in ``[0, 2**64)`` map to themselves (so ``key % peers`` spreads
-    consecutive keys evenly), other keys through BLAKE2b.
-
-    >>> stable_hash(7), stable_hash(True), stable_hash(7.0), stable_hash("a") == stable_hash("a")
-    (7, 1, 7, True)
-    """
-    if type(key) is int:
-        if 0 <= key <= _MASK:
-            return key
-        return _digest(key.to_bytes((key.bit_length() + 8) // 8, "little", signed=True))
-    if isinstance(key, bool):
-        return int(key)
-    if isinstance(key, str):
-        return _digest(key.encode())
-    if isinstance(key, bytes):
-        return _digest(key)
-    if isinstance(key, float):
-        if key.is_integer():
-            return stable_hash(int(key))
-        return _digest(struct.pack("<d", key))
-    if isinstance(key, tuple):
-        return _digest(b"".join((stable_hash(part) & _MASK).to_bytes(8, "little") for part in key))
-    if key is None:
-        return _digest(b"None")
-    raise TypeError(
-        f"cannot route by a key of type {type(key).__name__}: use an int, str, bytes, "
-        "float, bool, None, or a tuple of these"
-    )
-
-
 def route(records: list[Any], key: Callable[[Any], object], peers: int) -> list[list[Any]]:
     """``records`` split into ``peers`` parts: record ``r`` in part ``stable_hash(key(r)) % peers``.
 
@@ -118,7 +85,7 @@ def route(records: list[Any], key: Callable[[Any], object], peers: int) -> list[
     hashed: dict[Any, int] = {}
     for record in records:
         k = key(record)
-        if type(k) is int and 0 <= k <= _MASK:
+        if type(k) is int and 0 <= k <= MASK:
             parts[k % peers].append(record)
             continue
         try:
@@ -132,14 +99,27 @@ def route(records: list[Any], key: Callable[[Any], object], peers: int) -> list[
 
 
 class ExchangePusher:
-    """An edge across workers: each record goes to worker ``stable_hash(key(r)) % peers``."""
+    """An edge across workers: each record goes to worker ``stable_hash(key(r)) % peers``.
 
-    __slots__ = ("_key", "_mailboxes", "_peers")
+    With ``columns`` (:data:`~operators.runtime.routing.ColumnKey`: the same key, as columns),
+    a :class:`~operators.runtime.containers.Columns` batch is split by vectorized kernels
+    into :class:`Columns` parts, each record to the worker its row would go to by ``key``
+    (:func:`~operators.runtime.routing.route_columns`); without it, such a batch is routed
+    by its rows (correct, slow) and arrives as lists.
+    """
 
-    def __init__(self, mailboxes: list[Mailbox[Message]], key: Callable[[Any], object]) -> None:
+    __slots__ = ("_columns", "_key", "_mailboxes", "_peers")
+
+    def __init__(
+        self,
+        mailboxes: list[Mailbox[Message]],
+        key: Callable[[Any], object],
+        columns: ColumnKey | None = None,
+    ) -> None:
         self._mailboxes = mailboxes
         self._peers = len(mailboxes)
         self._key = key
+        self._columns = columns
 
     def push(self, time: Hashable, records: Batch) -> None:
         """Split the batch by destination and push each non-empty part."""
@@ -147,7 +127,13 @@ class ExchangePusher:
         if peers == 1:
             self._mailboxes[0].push((time, records))
             return
-        parts = route(rows_of(records), self._key, peers)
+        parts: list[Any]
+        if isinstance(records, list):
+            parts = route(records, self._key, peers)
+        elif self._columns is not None:
+            parts = route_columns(records, self._columns, peers)
+        else:
+            parts = route(rows_of(records), self._key, peers)
         for mailbox, part in zip(self._mailboxes, parts, strict=True):
             if part:
                 mailbox.push((time, part))

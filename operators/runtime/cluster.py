@@ -17,10 +17,12 @@ mismatch ends start-up with :class:`ClusterError` naming the peer and the field.
 length-prefixed; one connection per pair keeps each sender's messages in FIFO order, which
 the progress protocol needs.
 
-**Codec.** A frame is the pickle (protocol 5) of a list of ``(channel, worker, message)``:
-records, times (``Product`` included) and progress batches round-trip exactly, with no
-conversion per record (``docs/cluster.md`` gives the figures beside orjson and msgpack).
-Only a peer that proved it holds the secret is read from.
+**Codec** (:mod:`operators.runtime.wire`). A batch of columns travels as Arrow IPC (its
+schema once per connection, then one record batch message per batch, read in place on
+arrival); everything else as the pickle (protocol 5) of a list of ``(channel, worker,
+message)``: records, times (``Product`` included) and progress batches round-trip exactly,
+with no conversion per record (``docs/cluster.md`` gives the figures beside orjson and
+msgpack). Only a peer that proved it holds the secret is read from.
 
 **Backpressure.** A link's send buffer is bounded (``SEND_BUFFER``): past it, a worker's
 next step waits until the socket drains (:meth:`ClusterFabric.ready`).
@@ -39,17 +41,19 @@ import hashlib
 import hmac
 import json
 import logging
-import pickle
 import struct
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from operators.runtime.fabric import Fabric, Mailbox
+from operators.runtime.framing import CorruptFrame, FrameReader
+from operators.runtime.wire import Decoder, Encoder
 
 log = logging.getLogger("frontier.cluster")
 
-PROTOCOL = 1
-"""The version of the hello and the frames; peers must agree."""
+PROTOCOL = 2
+"""The version of the hello and the frames; peers must agree (2: batches of columns as
+Arrow IPC frames)."""
 
 MAGIC = b"FRONTIER"
 HEADER = struct.Struct("<I")
@@ -65,10 +69,10 @@ SEND_BUFFER = 8 * 1024 * 1024
 ALL_LOCAL = -1
 """The worker of a message for every local worker of the receiving process (a broadcast)."""
 _BYE = b""
+"""An empty frame: the sender is done and closes the connection on purpose."""
 _FAILED = b"F"
 """A last frame's prefix: the sender stops because it failed; the cause (UTF-8) follows.
-Pickled frames start with ``\x80``, so nothing else begins so."""
-"""An empty frame: the sender is done and closes the connection on purpose."""
+No other frame begins so (:mod:`operators.runtime.wire`)."""
 
 
 class ClusterError(Exception):
@@ -194,10 +198,12 @@ class Link:
     """The connection to one peer process: messages out in batches, frames in, FIFO."""
 
     __slots__ = (
+        "_decoder",
+        "_encoder",
         "_flush_scheduled",
+        "_frames",
         "_loop",
         "_outbox",
-        "_reader",
         "_writer",
         "bytes_sent",
         "frames_sent",
@@ -208,11 +214,15 @@ class Link:
         self, peer: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
         self.peer = peer
-        self._reader = reader
         self._writer = writer
+        # Past the hello, frames are read by a protocol of their own (large ones straight
+        # into their buffers); the writer is unchanged.
+        self._frames = FrameReader.take_over(reader, writer.transport, MOST_FRAME)
         self._outbox: list[tuple[int, int, object]] = []
         self._flush_scheduled = False
         self._loop = asyncio.get_running_loop()
+        self._encoder = Encoder()
+        self._decoder = Decoder()
         self.bytes_sent = 0
         self.frames_sent = 0
         transport = writer.transport
@@ -228,15 +238,21 @@ class Link:
             self._loop.call_soon(self.flush)
 
     def flush(self) -> None:
-        """Write the queued messages as one frame."""
+        """Write the queued messages: one frame of pickles, one per batch of columns."""
         self._flush_scheduled = False
         if not self._outbox or self._writer.is_closing():
             return
         outbox, self._outbox = self._outbox, []
-        payload = pickle.dumps(outbox, protocol=5)
-        self._writer.write(_frame(payload))
-        self.bytes_sent += len(payload) + HEADER.size
-        self.frames_sent += 1
+        write = self._writer.write
+        for pieces in self._encoder.payloads(outbox):
+            size = sum(len(piece) for piece in pieces)
+            if size > MOST_FRAME:
+                raise ClusterError(f"a frame of {size} bytes (at most {MOST_FRAME})")
+            write(HEADER.pack(size))
+            for piece in pieces:  # as they are: an IPC body (an Arrow buffer) is not copied
+                write(piece if type(piece) is bytes else memoryview(piece))
+            self.bytes_sent += size + HEADER.size
+            self.frames_sent += 1
 
     def backlogged(self) -> bool:
         """Whether more than ``SEND_BUFFER`` bytes wait to be sent."""
@@ -250,7 +266,9 @@ class Link:
         """Deliver every frame until the peer's goodbye; :class:`PeerLost` if it never came."""
         while True:
             try:
-                payload = await _read_frame(self._reader)
+                payload = await self._frames.next()
+            except CorruptFrame as error:
+                raise ClusterError(str(error)) from None
             except (asyncio.IncompleteReadError, ConnectionError, OSError) as error:
                 cause = (
                     "the connection closed"
@@ -262,7 +280,9 @@ class Link:
                 return
             if payload.startswith(_FAILED):
                 raise PeerFailed(payload[len(_FAILED) :].decode(errors="replace"))
-            deliver(pickle.loads(payload))  # a peer that proved it holds the secret
+            items = self._decoder.items(payload)  # a peer that proved it holds the secret
+            if items:
+                deliver(items)
 
     def fail(self, cause: str) -> None:
         """Send what is queued and why this process stops, then close (no goodbye)."""
