@@ -1,8 +1,10 @@
 """``map`` and ``map_batches``: new records for every batch, at the same time.
 
-:func:`per_batch` is the operator behind every stateless one-input operator (``map``,
-``filter``, ``flat_map``, ``inspect``, ``exchange``): it takes each arrived batch, calls one
-function on it and forwards what that returns at the batch's own time.
+``map`` (like ``filter`` and ``flat_map``) returns a chained stream: consecutive ones run as
+one operator (:mod:`operators.fused`). :func:`per_batch` is the operator behind the other
+stateless one-input operators (``map_batches``, ``evaluate``, ``inspect``, ``exchange``): it
+takes each arrived batch, calls one function on it and forwards what that returns at the
+batch's own time.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from time import perf_counter
 from typing import Any
 
 from operators.builder import OperatorBuilder
+from operators.fused import MAP, STEP_SECONDS, Pace, Stage, chained, pieces
 from operators.stream import Stream, attach
 
 
@@ -29,7 +32,7 @@ def per_batch(
     object. With ``exchange``, records are routed to workers by that key before ``fn``.
     With ``sliceable`` (``fn`` of a slice of a batch is that slice's part of ``fn`` of
     the batch: an expression evaluated per record), a slow ``fn`` is called on slices and a
-    run stops after :data:`STEP_SECONDS`, leaving the rest for its next run.
+    run stops after :data:`~operators.fused.STEP_SECONDS`, leaving the rest for its next run.
     """
     builder = OperatorBuilder(stream.scope, name)
     input = builder.new_input(stream, exchange=exchange)
@@ -60,29 +63,6 @@ def per_batch(
     return result
 
 
-STEP_SECONDS = 0.02
-"""How long one run of a batch operator may evaluate before it lets the others run.
-
-An expression has a step limit per record (``operators.graph.cel``), but a batch of many
-records each near it would still hold the event loop (every tenant, ``/healthz``) for their
-sum. A run stops once past this, puts the rest of its batch back (still in flight: the
-frontier waits for it) and asks to run again after the others."""
-
-
-class Pace:
-    """Records per second an operator's function was last seen to take, to size slices."""
-
-    __slots__ = ("per_second",)
-
-    def __init__(self) -> None:
-        self.per_second = 0.0
-        """0 until measured: the first batch starts with a slice of one record."""
-
-    def saw(self, records: int, seconds: float) -> None:
-        """Record that ``records`` took ``seconds``."""
-        self.per_second = records / max(seconds, 1e-7)
-
-
 def sliced(
     fn: Callable[[Hashable, list[Any]], list[Any]],
     time: Hashable,
@@ -92,38 +72,29 @@ def sliced(
 ) -> tuple[list[Any], int]:
     """``fn``'s results for a prefix of ``records``, and how many records that prefix has.
 
-    When the pace says the whole batch fits in a quarter of the time left, it is one call
-    (the usual case: no slicing, no copy). Otherwise slices grow from what fits (at least
-    one record), doubling while the deadline is not passed: a run takes at most about
-    three times the time left plus one record's worst (which the step limit bounds).
+    The prefix is what :func:`~operators.fused.pieces` gives before the deadline: the whole
+    batch in one call when the pace says it fits (no copy), else growing slices.
     """
-    count = len(records)
-    started = perf_counter()
-    fits = int(pace.per_second * max(deadline - started, 0.0) / 4)
-    if fits >= count:
-        whole = fn(time, records)
-        pace.saw(count, perf_counter() - started)
-        return whole, count
-    size = max(1, fits)
-    out: list[Any] = []
+    out: list[Any] | None = None
     done = 0
-    while done < count:
-        piece = records[done : done + size]
-        began = perf_counter()
-        out.extend(fn(time, piece))
-        ended = perf_counter()
-        pace.saw(len(piece), ended - began)
+    for piece in pieces(records, pace, deadline):
+        part = fn(time, piece)
+        if out is None:
+            out = part if piece is records else list(part)
+        else:
+            out.extend(part)
         done += len(piece)
-        if ended > deadline:
-            break
-        size *= 2
-    return out, done
+    return out if out is not None else [], done
 
 
 @attach(Stream.map)
 def map_stream(stream: Stream, fn: Callable[[Any], Any], name: str = "Map") -> Stream:
-    """Apply ``fn`` to every record; ``map`` runs the loop in C, so ``fn`` is the only call."""
-    return per_batch(stream, lambda _time, records: list(map(fn, records)), name)
+    """Apply ``fn`` to every record; ``map`` runs the loop in C, so ``fn`` is the only call.
+
+    The stream is chained: with the ``map``, ``filter`` and ``flat_map`` after it (and
+    before it) it runs as one operator (see :mod:`operators.fused`).
+    """
+    return chained(stream, Stage(MAP, fn, name))
 
 
 @attach(Stream.evaluate)
