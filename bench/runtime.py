@@ -17,9 +17,12 @@ timed run starts after its dataflow is built, with a ``gc.collect()`` just befor
   - ``plain``: the plain Python loop doing the same work on the same lists (per time, a
     ``defaultdict(int)``; per record ``value * 2`` and, if the key is even,
     ``counts[key] += 1``). The engine's rate is also given as a ratio to it.
-  - ``floor``: the same user functions applied the way the operators apply them (per batch,
-    ``list(map(...))`` and ``list(filter(...))``, then ``Counter(map(key, ...))``) with no
-    engine around them: what is left between it and the engine is the engine's own cost.
+  - ``floor``: the same user functions applied the way separate operators apply them (per
+    batch, ``list(map(...))`` and ``list(filter(...))``, then ``Counter(map(key, ...))``) with
+    no engine around them: what is left between it and the engine is the engine's own cost.
+  - ``fused floor``: the same, the way a fused chain applies them (``list(filter(keep,
+    map(f, batch)))``, one list): the least the user functions cost called as Python calls
+    per record, whatever the engine does around them.
 
   Every timed engine run is checked, outside the timed region, to produce exactly the plain
   loop's counts per key per time. Targets: >= 1.5M records/s on 1 worker, and >= 0.5x the
@@ -54,7 +57,9 @@ Each measurement is repeated (``--repeats``, default 5; ``--quick``: 1 repeat an
 workloads), repeats interleave the engine runs with their baselines so a burst of machine
 noise spreads over all, and the median over repeats is reported with the best (or min) in
 brackets. The garbage collector stays enabled during timed regions (as in a service);
-``--no-gc`` disables it there, as ``bench/tracker.py`` does. Any engine run that takes more
+engine runs have it set as the library's ``run()`` sets it (``collecting_rarely``: what
+existed before is frozen, gen-0 threshold 50,000), baselines have Python's defaults (a plain
+program's); ``--no-gc`` disables it in both, as ``bench/tracker.py`` does. Any engine run that takes more
 than ``--timeout`` seconds is reported as a hang, with its workload and worker count.
 
 Run from the repository root::
@@ -91,6 +96,7 @@ import uvloop
 import operators  # noqa: F401  (registers the stream-building scope)
 from operators import Worker, execute
 from operators.progress import Product
+from operators.runtime.worker import collecting_rarely
 
 WORKLOADS = ("W1", "W2", "W3")
 
@@ -172,7 +178,8 @@ def run_engine(
 
     gc.collect()
     try:
-        return uvloop.run(main())
+        with collecting_rarely():  # as operators.run() runs dataflows
+            return uvloop.run(main())
     finally:
         gc.enable()
 
@@ -343,20 +350,29 @@ def w1_floor(batches: list[list[Record]]) -> Counts:
     return result
 
 
+def w1_fused_floor(batches: list[list[Record]]) -> Counts:
+    """The user functions as a fused chain calls them (one list), with no engine around."""
+    result: Counts = []
+    for batch in batches:
+        kept = list(filter(w1_keep, map(w1_map, batch)))
+        result.append(dict(Counter(map(w1_key, kept))))
+    return result
+
+
 def run_w1(args: argparse.Namespace, options: Options, repeats: int) -> dict[str, Any]:
     records, times, keys = (200_000, 10, 1000) if args.quick else (2_000_000, 100, 1000)
     batches = w1_data(records, times, keys)
     splits = {w: w1_split(batches, w) for w in (1, 2)}
     expected = [dict(c) for c in w1_plain(batches)]
-    if w1_floor(batches) != expected:
-        raise AssertionError("W1: the floor computation disagrees with the plain loop")
+    if w1_floor(batches) != expected or w1_fused_floor(batches) != expected:
+        raise AssertionError("W1: a floor computation disagrees with the plain loop")
     # Warm-up (untimed): a tenth of the times on each configuration.
     warm = max(1, times // 10)
     engine = EngineRuns((1, 2))
     for w in (1, 2):
         engine.attempt(w, lambda w=w: w1_engine([p[:warm] for p in splits[w]], options))
 
-    plain, floor = rate_stat(), rate_stat()
+    plain, floor, fused = rate_stat(), rate_stat(), rate_stat()
     for _ in range(repeats):
         for w in (1, 2):
             run = engine.attempt(w, lambda w=w: w1_engine(splits[w], options))
@@ -370,12 +386,15 @@ def run_w1(args: argparse.Namespace, options: Options, repeats: int) -> dict[str
         plain.values.append(records / (elapsed / 1e9))
         elapsed, _ = timed(lambda: w1_floor(batches), options)
         floor.values.append(records / (elapsed / 1e9))
+        elapsed, _ = timed(lambda: w1_fused_floor(batches), options)
+        fused.values.append(records / (elapsed / 1e9))
 
     rows = [
         engine.row(1, plain),
         engine.row(2, plain),
         ["plain loop", plain.show(1e6), "1.00x"],
         ["floor (user fns, no engine)", floor.show(1e6), f"{floor.median / plain.median:.2f}x"],
+        ["fused floor (as one chain)", fused.show(1e6), f"{fused.median / plain.median:.2f}x"],
     ]
     text = [
         f"W1: {records:,} records over {times} times, map -> filter -> count_by (count per "
@@ -407,6 +426,7 @@ def run_w1(args: argparse.Namespace, options: Options, repeats: int) -> dict[str
             "engine_2_workers": engine.as_json(2),
             "plain": plain.as_json(),
             "floor": floor.as_json(),
+            "fused_floor": fused.as_json(),
         },
         "ratio_engine_1_worker_to_plain": ratio,
         "targets": {
