@@ -53,14 +53,21 @@ timed run starts after its dataflow is built, with a ``gc.collect()`` just befor
   ``floor``, the same plus the two filters each pass (the user functions the engine calls,
   as its operators call them, without the engine). Each timed run's output is checked untimed.
 
+* **G1 -- the graph compiler's fusion.** W1's records as objects ``{"k", "v"}`` (1,000,000
+  over 50 times) through a compiled graph ``input -> map {"k": r.k, "v": r.v * 2} -> filter
+  r.k % 2 == 0 -> count_by r.k -> output``, 1 worker, built with the plan as compiled (``map``
+  and ``filter`` fused into one operator) and with no chains (every node its own operator),
+  interleaved; records/s and the ratio fused / unfused. Each run's counts are checked.
+
 Each measurement is repeated (``--repeats``, default 5; ``--quick``: 1 repeat and smaller
 workloads), repeats interleave the engine runs with their baselines so a burst of machine
 noise spreads over all, and the median over repeats is reported with the best (or min) in
 brackets. The garbage collector stays enabled during timed regions (as in a service);
 engine runs have it set as the library's ``run()`` sets it (``collecting_rarely``: what
 existed before is frozen, gen-0 threshold 50,000), baselines have Python's defaults (a plain
-program's); ``--no-gc`` disables it in both, as ``bench/tracker.py`` does. Any engine run that takes more
-than ``--timeout`` seconds is reported as a hang, with its workload and worker count.
+program's); ``--no-gc`` disables it in both, as ``bench/tracker.py`` does. Any engine run
+that takes more than ``--timeout`` seconds is reported as a hang, with its workload and
+worker count.
 
 Run from the repository root::
 
@@ -73,6 +80,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import functools
 import gc
 import json
@@ -98,7 +106,7 @@ from operators import Worker, execute
 from operators.progress import Product
 from operators.runtime.worker import collecting_rarely
 
-WORKLOADS = ("W1", "W2", "W3")
+WORKLOADS = ("W1", "W2", "W3", "G1")
 
 TARGET_W1_RATE = 1.5e6  # records/s, 1 worker
 TARGET_W1_RATIO = 0.5  # engine / plain loop
@@ -756,9 +764,112 @@ def run_w3(args: argparse.Namespace, options: Options, repeats: int) -> dict[str
     return {"text": text, "targets": targets, "json": document, "hung": bool(engine.failures)}
 
 
+# --------------------------------------------------------------------------- G1
+
+G1_GRAPH = {
+    "nodes": {
+        "in": {"op": "input"},
+        "m": {"op": "map", "expr": '{"k": r.k, "v": r.v * 2}'},
+        "f": {"op": "filter", "expr": "r.k % 2 == 0"},
+        "c": {"op": "count_by", "key": "r.k"},
+        "out": {"op": "output"},
+    },
+    "edges": [["in", "m"], ["m", "f"], ["f", "c"], ["c", "out"]],
+}
+
+
+class G1Context:
+    """The graph's input is a handle; its output is collected per time and probed."""
+
+    def __init__(self, out: dict[int, list[Any]]) -> None:
+        self.out = out
+        self.handles: dict[str, Any] = {}
+        self.probes: list[Any] = []
+
+    def input(self, name: str, scope: Any) -> Any:
+        handle, stream = scope.new_input(name)
+        self.handles[name] = handle
+        return stream
+
+    def output(self, _name: str, stream: Any) -> None:
+        collected = stream.inspect_batch(lambda t, rs: self.out[t].extend(rs))
+        self.probes.append(collected.probe())
+
+
+def g1_engine(
+    batches: list[list[dict[str, int]]], fuse: bool, options: Options
+) -> tuple[int, Counts]:
+    """One timed run of the compiled graph (its ``m -> f`` fused or not), 1 worker."""
+    from operators.graph import compile_graph, parse_graph
+
+    plan = compile_graph(parse_graph(G1_GRAPH))
+    if not fuse:
+        plan = dataclasses.replace(plan, chains=[])
+    out: dict[int, list[Any]] = defaultdict(list)
+
+    def make(start: Start) -> Callable[[Worker], Awaitable[int]]:
+        async def work(worker: Worker) -> int:
+            context = G1Context(out)
+            worker.dataflow(lambda scope: plan.build(scope, context))
+            handle = context.handles["in"]
+            await start.wait()
+            for t, batch in enumerate(batches):
+                handle.send_batch(batch)
+                handle.advance_to(t + 1)
+            handle.close()
+            await worker.step_while(lambda: not all(p.done() for p in context.probes))
+            return time.perf_counter_ns()
+
+        return work
+
+    start_ns, ends = run_engine(make, 1, options, "G1")
+    counts: Counts = [{r["key"]: r["count"] for r in out[t]} for t in range(len(batches))]
+    return max(ends) - start_ns, counts
+
+
+def run_g1(args: argparse.Namespace, options: Options, repeats: int) -> dict[str, Any]:
+    records, times, keys = (100_000, 10, 1000) if args.quick else (1_000_000, 50, 1000)
+    plain = w1_data(records, times, keys)
+    batches = [[{"k": k, "v": v} for k, v in batch] for batch in plain]
+    expected = [dict(c) for c in w1_plain(plain)]
+    runs = EngineRuns((1, 2))  # 1: fused, 2: not fused
+    for fuse in (True, False):  # warm-up, untimed
+        runs.attempt(1 if fuse else 2, lambda f=fuse: g1_engine(batches[:2], f, options))
+    for _ in range(repeats):
+        for key, fuse in ((1, True), (2, False)):
+            run = runs.attempt(key, lambda f=fuse: g1_engine(batches, f, options))
+            if run is None:
+                continue
+            elapsed, counts = run
+            if counts != expected:
+                raise AssertionError(f"G1 ({'fused' if fuse else 'unfused'}): wrong counts")
+            runs.rates[key].values.append(records / (elapsed / 1e9))
+    fused, unfused = runs.rates[1], runs.rates[2]
+    ratio = fused.median / unfused.median if runs.ok(1) and runs.ok(2) else 0.0
+    rows = [
+        ["graph, m -> f fused", fused.show(1e6), f"{ratio:.2f}x"],
+        ["graph, every node its own", unfused.show(1e6), "1.00x"],
+    ]
+    text = [
+        f"G1: {records:,} records {{k, v}} over {times} times through a compiled graph, map "
+        f"-> filter -> count_by -> output, 1 worker; M records/s, median (best) of {repeats}; "
+        "output verified each run",
+        table(["", "M records/s", "/ unfused"], rows),
+        *runs.notes(),
+    ]
+    document = {
+        "records": records,
+        "times": times,
+        "records_per_s": {"fused": runs.as_json(1), "unfused": runs.as_json(2)},
+        "ratio_fused_to_unfused": ratio,
+    }
+    targets = [f"G1 fused / unfused (no target): {ratio:.2f}x"]
+    return {"text": text, "targets": targets, "json": document, "hung": bool(runs.failures)}
+
+
 # --------------------------------------------------------------------------- driver
 
-RUNNERS = {"W1": run_w1, "W2": run_w2, "W3": run_w3}
+RUNNERS = {"W1": run_w1, "W2": run_w2, "W3": run_w3, "G1": run_g1}
 
 
 def main(argv: list[str] | None = None) -> int:
