@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import operators  # noqa: F401  (registers the stream-building scope)
-from operators import Stream, Worker, execute, run
+from operators import Stream, Worker, execute, fused, run
 from operators.fused import BATCH, FILTER, MAP, Chained, Pace, Stage, _through_slices, compose
 from operators.progress import Product
 from operators.runtime import Subgraph
@@ -241,6 +241,41 @@ def test_a_chain_in_a_loop_gives_the_loop_s_results() -> None:
 
     inside = ["Feedback", "Concat", "Map", "Filter -> Map", "Filter"]
     assert run(work) == [([10, 11, 12, 14], inside)]
+
+
+@pytest.mark.parametrize(("per_run", "taken"), [(None, [6]), (3, [4, 2])])
+async def test_a_run_takes_so_many_records_then_lets_its_readers_run(
+    per_run: int | None, taken: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if per_run is not None:
+        monkeypatch.setattr(fused, "RUN_RECORDS", per_run)
+    events: list[tuple[str, Any]] = []
+
+    def mapped(x: int) -> int:
+        events.append(("map", x))
+        return x
+
+    async def work(worker: Worker) -> None:
+        def build(scope: Any) -> Any:
+            handle, stream = scope.new_input()
+            read = stream.map(mapped).inspect_batch(lambda _t, rs: events.append(("read", rs)))
+            return handle, read.probe()
+
+        handle, probe = worker.dataflow(build)
+        for t in range(3):  # three batches wait before the first step
+            handle.send_batch([2 * t, 2 * t + 1])
+            handle.advance_to(t + 1)
+        handle.close()
+        await worker.step_while(lambda: not probe.done())
+
+    await within(execute(work, workers=1))
+    expected: list[tuple[str, Any]] = []
+    start = 0
+    for n in taken:  # a run maps ``n`` records, then the reader reads their batches
+        expected += [("map", x) for x in range(start, start + n)]
+        expected += [("read", [x, x + 1]) for x in range(start, start + n, 2)]
+        start += n
+    assert events == expected
 
 
 # --------------------------------------------------------------------------- the logic
