@@ -48,7 +48,8 @@ iterable per record (``FLAT_MAP``), or a function of a whole batch's list (``BAT
 compiled expression's batch form, which must not modify the list it is given)."""
 
 RUN_RECORDS = 16_384
-"""Records a chain's operator takes in one run before it lets its readers run.
+"""Records a chain's operator (or ``map_batches``, ``inspect``, ...) takes in one run before
+it lets its readers run.
 
 Batches queued faster than they are read (a producer sends many before the dataflow runs)
 would otherwise go through the chain all at once, and every result would wait in memory

@@ -13,6 +13,7 @@ from collections.abc import Callable, Hashable
 from time import perf_counter
 from typing import Any
 
+from operators import fused
 from operators.builder import OperatorBuilder
 from operators.fused import MAP, STEP_SECONDS, Pace, Stage, chained, pieces
 from operators.stream import Stream, attach
@@ -33,28 +34,41 @@ def per_batch(
     With ``sliceable`` (``fn`` of a slice of a batch is that slice's part of ``fn`` of
     the batch: an expression evaluated per record), a slow ``fn`` is called on slices and a
     run stops after :data:`~operators.fused.STEP_SECONDS`, leaving the rest for its next run.
+    A run stops once it has taken :data:`~operators.fused.RUN_RECORDS` records (whole
+    batches) and lets the operators reading it run first.
     """
     builder = OperatorBuilder(stream.scope, name)
     input = builder.new_input(stream, exchange=exchange)
     output, result = builder.new_output()
+    core = builder.core
 
     def constructor() -> Callable[[], None]:
         pace = Pace()
 
         def whole() -> None:
+            left = fused.RUN_RECORDS
             for time, records in input.batches():
+                left -= len(records)
                 output.forward(time, fn(time, records))
+                if left <= 0 and not input.is_empty():
+                    core.activate()  # the rest after the readers, in the scope's next pass
+                    return
 
         def logic() -> None:
             deadline = perf_counter() + STEP_SECONDS
+            left = fused.RUN_RECORDS
             for time, records in input.batches():
                 out, done = sliced(fn, time, records, pace, deadline)
                 output.forward(time, out)
+                left -= done
                 if done < len(records):
                     input.give_back(time, records[done:])  # the rest waits for the next run
                     return
                 if perf_counter() > deadline and not input.is_empty():
                     input.operator.activate_later()
+                    return
+                if left <= 0 and not input.is_empty():
+                    core.activate()  # the rest after the readers, in the scope's next pass
                     return
 
         return logic if sliceable else whole

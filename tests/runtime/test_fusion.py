@@ -243,10 +243,12 @@ def test_a_chain_in_a_loop_gives_the_loop_s_results() -> None:
     assert run(work) == [([10, 11, 12, 14], inside)]
 
 
+@pytest.mark.parametrize("via", ["map", "map_batches", "evaluate"])
 @pytest.mark.parametrize(("per_run", "taken"), [(None, [6]), (3, [4, 2])])
 async def test_a_run_takes_so_many_records_then_lets_its_readers_run(
-    per_run: int | None, taken: list[int], monkeypatch: pytest.MonkeyPatch
+    per_run: int | None, taken: list[int], via: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """A chain's operator, and the one-function operators too (``evaluate`` slices)."""
     if per_run is not None:
         monkeypatch.setattr(fused, "RUN_RECORDS", per_run)
     events: list[tuple[str, Any]] = []
@@ -258,7 +260,11 @@ async def test_a_run_takes_so_many_records_then_lets_its_readers_run(
     async def work(worker: Worker) -> None:
         def build(scope: Any) -> Any:
             handle, stream = scope.new_input()
-            read = stream.map(mapped).inspect_batch(lambda _t, rs: events.append(("read", rs)))
+            if via == "map":
+                made = stream.map(mapped)
+            else:
+                made = getattr(stream, via)(lambda rs: [mapped(x) for x in rs])
+            read = made.inspect_batch(lambda _t, rs: events.append(("read", rs)))
             return handle, read.probe()
 
         handle, probe = worker.dataflow(build)
