@@ -89,6 +89,11 @@ def sliced(
     The prefix is what :func:`~operators.fused.pieces` gives before the deadline: the whole
     batch in one call when the pace says it fits (no copy), else growing slices.
     """
+    started = perf_counter()
+    if pace.fitting(deadline - started) >= len(records):  # the usual case, without pieces
+        whole = fn(time, records)
+        pace.saw(len(records), perf_counter() - started)
+        return whole, len(records)
     out: list[Any] | None = None
     done = 0
     for piece in pieces(records, pace, deadline):
