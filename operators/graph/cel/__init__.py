@@ -46,22 +46,33 @@ checked at submission; values read from records are ``dyn`` and checked when eva
   ``r.x * 2`` fails on a record whose ``x`` is a double. ``int`` results are checked against
   the int64 range after every ``+``, ``-``, ``*``, ``/`` and unary ``-`` (``uint`` against the
   uint64 range) and raise ``integer overflow``. ``/`` and ``%`` on ints truncate toward zero
-  (``-7 / 2 == -3``, ``-7 % 2 == -1``); ``/`` on doubles follows IEEE 754 (``1.0 / 0.0`` is
-  infinity); there is no ``%`` on doubles.
+  (``-7 / 2 == -3``, ``-7 % 2 == -1``); ``/`` and ``%`` by zero fail, and so do
+  ``-9223372036854775808 / -1`` and ``% -1`` (overflow, as in cel-go); ``/`` on doubles
+  follows IEEE 754 (``1.0 / 0.0`` is infinity); there is no ``%`` on doubles.
 * Ordering compares ints, uints and doubles numerically across types, strings by code point
   and bools (``false < true``); anything else is an error. Equality is CEL's heterogeneous
   equality: values of different types are unequal except numbers, which compare by value;
   lists and maps compare element by element.
-* ``&&``, ``||`` and ``?:`` evaluate left to right and short-circuit; their operands must be
-  bools. CEL's rule that ``error && false`` is ``false`` (errors absorbed from either side) is
-  not implemented: an error on the left is raised. ``all``/``exists`` likewise stop at the
-  first element that decides them and raise the first error they meet.
+* ``&&`` and ``||`` absorb errors from either side, as CEL says: ``false && e`` and
+  ``e && false`` are ``false``, ``true || e`` and ``e || true`` are ``true``, whatever ``e``
+  fails with; else an operand's error (the leftmost) is the result. ``all`` and ``exists``
+  likewise: an element that decides them (false for ``all``, true for ``exists``) decides
+  them even after an element that failed. Their operands must be bools (one that is not, when
+  evaluated, is an error like any other). The compiled function evaluates left to right,
+  short-circuiting, and only on a record where that fails evaluates it again absorbing
+  errors, so records on which nothing fails pay nothing for the rule. ``?:`` evaluates only
+  the branch taken (an error in the other is no error). ``exists_one`` stops at its second
+  true element.
 * uints are Python ints whose type is known statically; a uint read from a record (there are
   none in JSON) or passed through a list is an int.
 * ``matches`` is RE2's: no backreferences or lookaround (a literal pattern using them does not
   compile), ``\z`` for the end of the text (Python's ``\Z``), ``$`` only at the end of the text
   (not before a final newline), ``\d``, ``\w``, ``\s`` and ``\b`` ASCII-only, repetitions
   up to 1000. A pattern that is not a literal and does not compile fails the record.
+
+**Columns**: :mod:`operators.graph.cel.vector` compiles the same checked expression, given
+the Arrow types of its variables, to ``pyarrow.compute`` kernels over a whole batch, with
+these semantics row for row (or says which construct has no vector form).
 
 **Budget**: an expression is refused at submission if its estimated cost on the largest record
 (:data:`MAX_RECORD_BYTES`) is over ``max_cost`` (:data:`MAX_COST`): comprehensions multiply
@@ -240,7 +251,7 @@ def _compile(
     function = namespace["_cel"]
     assert callable(function)
     forms = {shape: cast("Callable[..., list[Any]]", namespace[f"_cel_{shape}"]) for shape in batch}
-    return Expression(source, names, function, python, result_type, forms, cost)
+    return Expression(source, names, function, python, result_type, forms, cost, limits.max_steps)
 
 
 def _check(

@@ -263,6 +263,8 @@ class _Calls(_Emitter):
                 element = parts[-1].expr
             return [ast.Return(value=ast.ListComp(elt=element, generators=[generator]))]
         test = predicate(parts[0])
+        if self.absorbing and name in ("all", "exists"):
+            return _absorbing_loop(name == "all", item, iterable, test, self.fresh("_e"))
         if name == "all":
             negated = ast.UnaryOp(op=ast.Not(), operand=test)
             return [loop([ast.If(test=negated, body=[returns(False)], orelse=[])]), returns(True)]
@@ -275,6 +277,40 @@ class _Calls(_Emitter):
         initial = ast.Assign(targets=[_store(count)], value=_const(0))
         result = ast.Return(value=_compare(_load(count), ast.Eq(), _const(1)))
         return [initial, loop([found]), result]
+
+
+def _absorbing_loop(
+    every: bool, item: str, iterable: ast.expr, test: ast.expr, error: str
+) -> list[ast.stmt]:
+    """``all`` (``every``) or ``exists``, absorbing errors.
+
+    An element that decides the result (false for ``all``, true for ``exists``) decides it
+    even after an element that failed; else the first error is raised:
+
+    ``error = None; for item in iterable: try: if [not] test: return not every;
+    except _NATURAL as caught: if error is None: error = caught``, then
+    ``if error is not None: raise error``, ``return every``.
+    """
+    decided: ast.expr = ast.UnaryOp(op=ast.Not(), operand=test) if every else test
+    decide = ast.If(test=decided, body=[ast.Return(value=_const(not every))], orelse=[])
+    keep = ast.If(
+        test=_compare(_load(error), ast.Is(), _const(None)),
+        body=[ast.Assign(targets=[_store(error)], value=_load("_caught"))],
+        orelse=[],
+    )
+    handler = ast.ExceptHandler(type=_load("_NATURAL"), name="_caught", body=[keep])
+    attempt = ast.Try(body=[decide], handlers=[handler], orelse=[], finalbody=[])
+    failed = ast.If(
+        test=_compare(_load(error), ast.IsNot(), _const(None)),
+        body=[ast.Raise(exc=_load(error), cause=None)],
+        orelse=[],
+    )
+    return [
+        ast.Assign(targets=[_store(error)], value=_const(None)),
+        ast.For(target=_store(item), iter=iterable, body=[attempt], orelse=[]),
+        failed,
+        ast.Return(value=_const(every)),
+    ]
 
 
 def _helper_calls(code: ast.expr) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import copy
+from typing import Final
 
 from operators.graph.cel.calls import _Calls
 from operators.graph.cel.core import BATCH_SHAPES
@@ -25,9 +26,11 @@ from operators.graph.cel.ops import _Operators
 from operators.graph.cel.syntax import (
     _Binary,
     _Call,
+    _children,
     _Cond,
     _Ident,
     _Index,
+    _is_macro,
     _List,
     _Lit,
     _Logic,
@@ -56,26 +59,68 @@ class _Compiler(_Calls, _Operators):
     # -- the whole expression
 
     def module(self, tree: _Node) -> tuple[ast.Module, str]:
+        """``_cel(*variables)``, and the functions it calls.
+
+        ``&&``, ``||``, ``all`` and ``exists`` absorb errors, as CEL says: ``error || true`` is
+        ``true`` and ``false && error`` is ``false``, from either side. Absorbing needs every
+        operand evaluated under a ``try``, which costs on every record; so ``_cel`` evaluates
+        them left to right, short-circuiting (what the result is whenever nothing fails), and
+        only when something fails evaluates the expression again with errors absorbed
+        (``_cel_absorbing``: expressions have no side effects). A record on which nothing
+        fails pays nothing for it.
+        """
         code = self.expr(tree)
         args = [ast.arg(arg=name) for name in self.variables]
-        body: list[ast.stmt] = [_translating(code.expr)]
+        fallback: ast.expr | None = None
+        functions: list[ast.stmt] = []
+        self.absorbs = _absorbs(tree)
+        if self.absorbs:
+            self.absorbing = True
+            try:
+                absorbing = self.expr(tree)
+            finally:
+                self.absorbing = False
+            functions.append(self.definition("_cel_absorbing", args, absorbing.expr, None))
+            fallback = _call("_cel_absorbing", *(_load(name) for name in self.variables))
+        main = self.definition("_cel", args, code.expr, fallback)
+        self.result = code
+        return ast.Module(body=[*self.functions, *functions, main], type_ignores=[]), code.type
+
+    def definition(
+        self, name: str, args: list[ast.arg], value: ast.expr, fallback: ast.expr | None
+    ) -> ast.FunctionDef:
+        """``def name(*args): return value`` (see :func:`_translating`), with a step counter."""
+        body: list[ast.stmt] = [_translating(value, fallback)]
         if self.cell:
             body.insert(0, ast.Assign(targets=[_store(_STEPS)], value=self.steps_cell()))
-        main = ast.FunctionDef(
-            name="_cel", args=_arguments(args), body=body, decorator_list=[], returns=None
+        return ast.FunctionDef(
+            name=name, args=_arguments(args), body=body, decorator_list=[], returns=None
         )
-        self.result = code
-        return ast.Module(body=[*self.functions, main], type_ignores=[]), code.type
 
     def batch(self, shape: str) -> ast.FunctionDef:
         """``_cel_<shape>(_values, *other variables)``: the expression over a whole batch.
 
         Built after :meth:`module`, from the same expression tree (copied): one list
         comprehension over the first variable, in the same ``try`` that turns Python's
-        exceptions into :class:`EvaluationError`.
+        exceptions into :class:`EvaluationError`. If the expression absorbs errors (see
+        :meth:`module`) and a value fails, the batch is evaluated again by ``_cel``, value by
+        value: what absorbing gives, or the first error that remains.
         """
-        code = copy.deepcopy(self.result)
-        first, *rest = self.variables
+        rest = self.variables[1:]
+        fast = self.comprehension(shape, copy.deepcopy(self.result))
+        fallback = None
+        if self.absorbs:
+            each = _call("_cel", *(_load(name) for name in self.variables))
+            fallback = self.comprehension(shape, _Code(each, self.result.type))
+        body: list[ast.stmt] = [_translating(fast, fallback)]
+        args = [ast.arg(arg="_values"), *(ast.arg(arg=name) for name in rest)]
+        return ast.FunctionDef(
+            name=f"_cel_{shape}", args=_arguments(args), body=body, decorator_list=[], returns=None
+        )
+
+    def comprehension(self, shape: str, code: _Code) -> ast.ListComp:
+        """The list comprehension of the batch form ``shape`` of ``code`` (see :meth:`batch`)."""
+        first = self.variables[0]
         generator = ast.comprehension(
             target=_store(first), iter=_load("_values"), ifs=[], is_async=0
         )
@@ -99,12 +144,7 @@ class _Compiler(_Calls, _Operators):
             steps = ast.comprehension(target=_store(_STEPS), iter=cell, ifs=[], is_async=0)
             steps.ifs, generator.ifs = generator.ifs, []
             generators.append(steps)
-        comprehension = ast.ListComp(elt=element, generators=generators)
-        body: list[ast.stmt] = [_translating(comprehension)]
-        args = [ast.arg(arg="_values"), *(ast.arg(arg=name) for name in rest)]
-        return ast.FunctionDef(
-            name=f"_cel_{shape}", args=_arguments(args), body=body, decorator_list=[], returns=None
-        )
+        return ast.ListComp(elt=element, generators=generators)
 
     def filter_test(self, code: _Code) -> ast.expr:
         """``code is True``, failing on a value that is not a bool (as ``filter`` does)."""
@@ -194,6 +234,9 @@ class _Compiler(_Calls, _Operators):
             code = self.expr(operand)
             pos = node.positions[max(k - 1, 0)]
             values.append(self.checked_bool(code, f"the operands of '{node.op}'", pos))
+        if self.absorbing:  # each operand a thunk, evaluated (and its error kept) by a helper
+            thunks = [ast.Lambda(args=_arguments([]), body=value) for value in values]
+            return _Code(_call("_all_of" if node.op == "&&" else "_any_of", *thunks), BOOL)
         op: ast.boolop = ast.And() if node.op == "&&" else ast.Or()
         return _Code(ast.BoolOp(op=op, values=values), BOOL)
 
@@ -219,3 +262,15 @@ class _Compiler(_Calls, _Operators):
         key_list = ast.List(elts=[key.expr for key in keys], ctx=ast.Load())
         value_list = ast.List(elts=values, ctx=ast.Load())
         return _Code(_call("_map_of", key_list, value_list), MAP)
+
+
+def _absorbs(node: _Node) -> bool:
+    """Whether ``node`` has an ``&&``, ``||``, ``all`` or ``exists`` (which absorb errors)."""
+    if isinstance(node, _Logic) or (
+        _is_macro(node) and isinstance(node, _Call) and node.name in _ABSORBING
+    ):
+        return True
+    return any(_absorbs(child) for child in _children(node))
+
+
+_ABSORBING: Final = frozenset({"all", "exists"})

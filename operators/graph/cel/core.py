@@ -105,11 +105,14 @@ class Expression:
         batch: The batch forms asked for (see :data:`BATCH_SHAPES`), by shape: each takes a
             list of values of the first variable (then the other variables' values, fixed for
             the batch) and evaluates the expression for all of them in one comprehension, with
-            no Python call per value. It raises :class:`EvaluationError` at the first value
-            the expression fails on; what the others gave is then lost, so a caller that
-            drops failures evaluates the batch again value by value with ``fn``.
+            no Python call per value (a value that fails makes it evaluate the batch again
+            with ``fn``, value by value, if ``&&`` or ``||`` may absorb the error). It raises
+            :class:`EvaluationError` at the first value the expression fails on; what the
+            others gave is then lost, so a caller that drops failures evaluates the batch
+            again value by value with ``fn``.
         cost: The estimated cost of evaluating the expression on the largest record (see
             :data:`MAX_COST`).
+        max_steps: The most steps evaluating it may take on one record (see :data:`MAX_STEPS`).
     """
 
     source: str
@@ -119,6 +122,7 @@ class Expression:
     result_type: str
     batch: Mapping[str, Callable[..., list[Any]]] = field(default_factory=dict)
     cost: float = 0.0
+    max_steps: int = MAX_STEPS
 
 
 BATCH_SHAPES: Final = ("map", "filter", "key", "pairs")

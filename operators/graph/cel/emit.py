@@ -59,8 +59,17 @@ class _Code:
     type: str
 
 
-def _translating(value: ast.expr) -> ast.Try:
-    """``return value``, with Python's exceptions turned into :class:`EvaluationError`."""
+def _translating(value: ast.expr, fallback: ast.expr | None = None) -> ast.Try:
+    """``return value``, with Python's exceptions turned into :class:`EvaluationError`.
+
+    With ``fallback``, any exception returns ``fallback`` instead (what the expression gives
+    when errors are absorbed: see :meth:`_Compiler.module`).
+    """
+    if fallback is not None:
+        handler = ast.ExceptHandler(
+            type=_load("_NATURAL"), name=None, body=[ast.Return(value=fallback)]
+        )
+        return ast.Try(body=[ast.Return(value=value)], handlers=[handler], orelse=[], finalbody=[])
     handlers = [
         ast.ExceptHandler(
             type=_load("_EvaluationError"), name=None, body=[ast.Raise(exc=None, cause=None)]

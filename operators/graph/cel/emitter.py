@@ -58,6 +58,13 @@ class _Emitter:
         elements of a comprehension: comprehensions and matches nested in one."""
         self.charges = False
         """Whether some work must be counted: the code is then made again, counting."""
+        self.counts_per_element = False
+        """Whether some of it is counted per element (``matches`` in a comprehension, or a
+        comprehension nested in another), not only as a comprehension starts (see
+        :meth:`repeated`)."""
+        self.probed: set[int] = set()
+        """The nodes (by ``id``) whose values a comprehension pays for as it starts (see
+        :meth:`repeated`): strings, lists and maps, by their size; nothing for other values."""
         self.needs_cell = False
         """Whether counting it needs the counter per record (see :attr:`cell`)."""
         self.macro_depth = 0
@@ -79,6 +86,11 @@ class _Emitter:
         self.programs: dict[int, int] = {}
         """The RE2 program size of each literal ``matches`` pattern, by its node's ``id``."""
         self.result = _Code(_const(None), NULL)
+        self.absorbs = False
+        """Whether the expression has an ``&&``, ``||``, ``all`` or ``exists``."""
+        self.absorbing = False
+        """Whether ``&&``, ``||``, ``all`` and ``exists`` are compiled to absorb errors as CEL
+        says (the fallback of :meth:`_Compiler.module`), rather than to raise the first."""
 
     def fail(self, message: str, pos: int) -> NoReturn:
         raise ExpressionError(message, pos, self.source)
@@ -130,6 +142,7 @@ class _Emitter:
             return False
         self.charges = True
         self.needs_cell = self.needs_cell or cell or self.macro_depth > 1
+        self.counts_per_element = self.counts_per_element or cell
         return self.counting
 
     def invariant(self, *nodes: _Node) -> bool:
@@ -153,7 +166,11 @@ class _Emitter:
         list copied), or one per element visited, all levels down (``deep``). The body runs
         as it would without a budget: nothing is counted per element.
         """
-        if self.invariant(node) and self.charged():
+        if not self.invariant(node):
+            return
+        counting = self.charged()
+        self.probed.add(id(node))
+        if counting:
             self.frames[-1].probes.append((copy.deepcopy(code.expr), factor, deep))
 
     def counted(self, helper: str, *args: ast.expr) -> ast.expr:

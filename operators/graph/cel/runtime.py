@@ -98,9 +98,56 @@ def _mod(a: object, b: object) -> object:
     if type(a) is int and type(b) is int:
         if b == 0:
             raise EvaluationError("modulus by zero")
+        if b == -1 and a == INT64_MIN:  # as cel-go: the quotient it comes from overflows
+            _overflow()
         remainder = abs(a) % abs(b)
         return -remainder if a < 0 else remainder
     _no_overload("%", _type_name(a), _type_name(b))
+
+
+_NATURAL: Final = (
+    KeyError,
+    IndexError,
+    TypeError,
+    ValueError,
+    ZeroDivisionError,
+    OverflowError,
+    AttributeError,
+    RecursionError,
+)
+"""What evaluating generated code can raise: Python's own errors, and EvaluationError (a
+ValueError), all turned into an EvaluationError by the expression's function."""
+
+
+def _all_of(*operands: Callable[[], bool]) -> bool:
+    """CEL's ``a && b && ...``: false if an operand is false, else the first error, else true.
+
+    An operand's error is absorbed by a false operand on either side of it.
+    """
+    error: BaseException | None = None
+    for operand in operands:
+        try:
+            if not operand():
+                return False
+        except _NATURAL as caught:
+            error = caught if error is None else error
+    if error is not None:
+        raise error
+    return True
+
+
+def _any_of(*operands: Callable[[], bool]) -> bool:
+    """CEL's ``a || b || ...``: true if an operand is true, else the first error, else false."""
+    error: BaseException | None = None
+    for operand in operands:
+        try:
+            if operand():
+                return True
+        except _NATURAL as caught:
+            error = caught if error is None else error
+    if error is not None:
+        raise error
+    return False
 
 
 def _neg(value: object) -> object:
@@ -300,16 +347,9 @@ _RUNTIME: Final[dict[str, object]] = {
     "_dict": dict,
     "_len": len,
     "_EvaluationError": EvaluationError,
-    "_NATURAL": (
-        KeyError,
-        IndexError,
-        TypeError,
-        ValueError,
-        ZeroDivisionError,
-        OverflowError,
-        AttributeError,
-        RecursionError,
-    ),
+    "_NATURAL": _NATURAL,
+    "_all_of": _all_of,
+    "_any_of": _any_of,
     "_translate": _translate,
     "_overflow": _overflow,
     "_uoverflow": _uoverflow,

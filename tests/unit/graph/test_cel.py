@@ -311,7 +311,6 @@ def test_ternary():
         ("-7 % -2", -1),
         ("-7 / 2 == -3", True),
         ("-7 % 2 == -1", True),
-        ("-9223372036854775808 % -1", 0),
         ("7u / 2u", 3),
         ("7u % 2u", 1),
         ("18446744073709551615u / 1u", 2**64 - 1),
@@ -909,6 +908,8 @@ def test_a_higher_depth_limit_fails_cleanly_or_compiles():
         ("r.a - 1", {"a": INT64_MIN}, "integer overflow"),
         ("-r.a", {"a": INT64_MIN}, "integer overflow"),
         ("r.a / -1", {"a": INT64_MIN}, "integer overflow"),
+        ("r.a % -1", {"a": INT64_MIN}, "integer overflow"),
+        ("-9223372036854775808 % -1", {}, "integer overflow"),
         ("9223372036854775807 + 1", {}, "integer overflow"),
         ("-9223372036854775808 - 1", {}, "integer overflow"),
         ("3037000500 * 3037000500", {}, "integer overflow"),
@@ -982,6 +983,66 @@ def test_short_circuits_skip_errors_on_the_right():
     check("false && 1 / 0 == 0", False, {})
 
 
+@pytest.mark.parametrize(
+    ("source", "record", "expected"),
+    [
+        ("r.missing || true", {}, True),
+        ("r.missing && false", {}, False),
+        ("r.a / r.b > 1 || r.c", {"a": 1, "b": 0, "c": True}, True),
+        ("r.a / r.b > 1 && r.c", {"a": 1, "b": 0, "c": False}, False),
+        ("r.x || r.y || true", {}, True),
+        ("r.x && r.y && false", {}, False),
+        ("r.s || true", {"s": "not a bool"}, True),
+        ("!(r.missing && false)", {}, True),
+        ("(r.missing || true) ? 1 : 2", {}, 1),
+        ("r.xs.all(x, 6 / x > 0)", {"xs": [0, -1]}, False),
+        ("r.xs.exists(x, 6 / x > 0)", {"xs": [0, 1]}, True),
+        ("r.xs.map(x, x.a > 0 || true)", {"xs": [{}, {"a": 1}]}, [True, True]),
+        (
+            "r.xs.filter(x, x.a > 0 || x.b)",
+            {"xs": [{"b": True}, {"a": 0, "b": False}]},
+            [{"b": True}],
+        ),
+    ],
+)
+def test_and_or_absorb_errors_from_either_side(source, record, expected):
+    check(source, expected, record)
+
+
+@pytest.mark.parametrize(
+    ("source", "record", "message"),
+    [
+        ("r.missing || false", {}, "no such key: missing"),
+        ("r.missing && true", {}, "no such key: missing"),
+        ("false || r.missing", {}, "no such key: missing"),
+        ("r.x || r.y || false", {}, "no such key: x"),
+        ("r.x && r.y", {}, "no such key: x"),
+        ("r.s || false", {"s": "x"}, "the operands of '||' must be bool, not string"),
+        ("r.xs.all(x, 6 / x > 0)", {"xs": [0, 1]}, "division by zero"),
+        ("r.xs.exists(x, 6 / x > 0)", {"xs": [0, -1]}, "division by zero"),
+        ("(r.missing || true) && 1 / 0 == 0", {}, "division by zero"),
+    ],
+)
+def test_and_or_keep_an_error_nothing_absorbs(source, record, message):
+    with pytest.raises(EvaluationError) as caught:
+        compile_expression(source).fn(record)
+    assert str(caught.value) == message
+
+
+def test_absorbing_is_the_fallback_of_a_failed_record():
+    expression = compile_expression("r.a / r.b > 1 || r.c", batch=("map", "filter", "pairs"))
+    records = [{"a": 4, "b": 1, "c": False}, {"a": 1, "b": 0, "c": True}]
+    assert [expression.fn(record) for record in records] == [True, True]
+    # the batch forms, too: a batch in which a record fails is evaluated again by fn
+    assert expression.batch["map"](records) == [True, True]
+    assert expression.batch["filter"](records) == records
+    assert expression.batch["pairs"](records) == [(True, records[0]), (True, records[1])]
+    with pytest.raises(EvaluationError, match=r"^division by zero$"):
+        expression.batch["map"]([*records, {"a": 1, "b": 0, "c": False}])
+    assert "_cel_absorbing" in expression.python
+    assert "_cel_absorbing" not in compile_expression("r.a / r.b > 1").python
+
+
 # --------------------------------------------------------------------------- the generated code
 
 SAMPLES = [
@@ -1020,12 +1081,17 @@ def test_no_builtins_are_reachable_from_the_function():
 
 
 def test_generated_code_of_the_benchmark_expression_is_inline():
-    python = compile_expression('r.value * 2 > 10 && r.key != "x"').python
+    module = ast.parse(compile_expression('r.value * 2 > 10 && r.key != "x"').python)
+    # _cel, and the same with errors absorbed (_cel_absorbing), run only if _cel fails
+    functions = {f.name: ast.unparse(f) for f in module.body if isinstance(f, ast.FunctionDef)}
+    assert sorted(functions) == ["_cel", "_cel_absorbing"]
+    python = functions["_cel"]
     assert "r['value']" in python
     assert "r['key'] != 'x'" in python
     # one helper, on the slow path only
     assert python.count("_arith_fail(") == 1
     assert "_eq(" not in python
+    assert "lambda" not in python
 
 
 def test_user_text_only_reaches_the_code_as_constants():
@@ -1067,11 +1133,17 @@ def ref_eval(tree: tuple[Any, ...], record: dict[str, Any]) -> Any:
         raise RefError
     if kind == "not":
         return not as_bool(ref_eval(tree[1], record))
-    if kind in ("and", "or"):
-        left = as_bool(ref_eval(tree[1], record))
-        if left == (kind == "or"):
-            return left
-        return as_bool(ref_eval(tree[2], record))
+    if kind in ("and", "or"):  # an error is absorbed by a deciding operand on either side
+        decisive, failed = kind == "or", False
+        for operand in tree[1:]:
+            try:
+                if as_bool(ref_eval(operand, record)) == decisive:
+                    return decisive
+            except RefError:
+                failed = True
+        if failed:
+            raise RefError
+        return not decisive
     if kind == "cond":
         return ref_eval(tree[2] if as_bool(ref_eval(tree[1], record)) else tree[3], record)
     op, a, b = tree[1], ref_eval(tree[2], record), ref_eval(tree[3], record)
@@ -1100,7 +1172,7 @@ def ref_arith(op: str, a: Any, b: Any) -> Any:
             quotient = int(abs(a) // abs(b))
             return in_range(quotient if (a >= 0) == (b >= 0) else -quotient)
         if op == "%":
-            return a - b * ref_arith("/", a, b) if (a, b) != (INT64_MIN, -1) else 0
+            return a - b * ref_arith("/", a, b)  # MIN % -1 fails as MIN / -1 does
         return in_range({"+": a + b, "-": a - b, "*": a * b}[op])
     if type(a) is float and type(b) is float and op != "%":
         if op == "/":

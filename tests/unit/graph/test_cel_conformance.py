@@ -372,11 +372,6 @@ DEVIATIONS: list[tuple[str, str]] = [
     ),
     (r"conversions/int/double_int_min_range", "int(-9223372036854775808.0) is in range"),
     (
-        r"(fields/map_fields/map_\w+_(or_true|and_false)|lists/index/\w+_(or_true|and_false)"
-        r"|logic/(AND|OR)/short_circuit_error_right|macros/all/list_elem_error_shortcircuit)",
-        "errors are not absorbed by && and || (error && false is the error), nor by all/exists",
-    ),
-    (
         r"logic/(AND|OR)/short_circuit_type_(left|right)",
         "operands of && and || that are not bool are refused at submission",
     ),
@@ -406,12 +401,12 @@ COUNTS: dict[str, tuple[int, int, int]] = {
     "dynamic": (0, 0, 226),
     "encoders_ext": (0, 0, 4),
     "enums": (0, 0, 85),
-    "fields": (37, 45, 15),
+    "fields": (41, 45, 15),
     "fp_math": (30, 30, 0),
     "integer_math": (64, 64, 0),
-    "lists": (34, 39, 0),
-    "logic": (24, 30, 0),
-    "macros": (42, 44, 0),
+    "lists": (38, 39, 0),
+    "logic": (26, 30, 0),
+    "macros": (43, 44, 0),
     "macros2": (0, 0, 46),
     "math_ext": (0, 0, 199),
     "namespace": (0, 0, 14),
