@@ -183,8 +183,9 @@ class Plan:
             kind = CATALOGUE[self.spec.nodes[name].op]
             scope = built.scopes[self.spec.nodes[name].scope]
             first = scope.builder.reserved
-            if name in chains:
-                self._build_chain(chains[name], built, context)
+            if name in chains:  # the operator is the first node's; each node has a port of it
+                nodes = [self._node(n, [], built, context) for n in chains[name]]
+                build_fused(nodes, self._inputs(name, built), built)
             elif kind.build_loop is not None:
                 node = self._node(name, [], built, context)
                 built.streams[name], loops[name] = kind.build_loop(node)
@@ -203,21 +204,6 @@ class Plan:
             connect(self._inputs(name, built))
             built.own(scope, first, name)
         return built
-
-    def _build_chain(self, chain: list[str], built: BuiltGraph, context: GraphContext) -> None:
-        """Build a chain of nodes as one operator (:mod:`operators.graph.fusion`).
-
-        Each node gets its own output port of it as its stream; the operator is the first
-        node's (it reads that node's input), the others own none.
-        """
-        streams = self._inputs(chain[0], built)
-        nodes = [self._node(name, [], built, context) for name in chain]
-        taps = build_fused(nodes, streams[0])
-        for name, tap in zip(chain, taps, strict=True):
-            if name != chain[0]:
-                built.inputs[name] = streams
-                built.sources.setdefault((tap.scope.builder.path, tap.source), f"{name}:0")
-            built.streams[name] = streams = [tap]
 
     def _build_scopes(self, root: Any) -> dict[str | None, Any]:
         """Every scope of the graph by name, each made after its parent, in declaration order."""

@@ -18,11 +18,13 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from typing import Protocol
 
 from operators.fused import BATCH, Stage, build_chain
 from operators.graph.node import NodeBuilder
 from operators.graph.ops.records import BATCH_FORMS
 from operators.graph.spec import GraphSpec
+from operators.progress import Source
 from operators.stream import Stream
 
 Inputs = dict[str, list[tuple[str, int]]]
@@ -66,15 +68,30 @@ def find_chains(spec: GraphSpec, inputs_of: Inputs) -> list[list[str]]:
     return chains
 
 
-def build_fused(nodes: Sequence[NodeBuilder], stream: Stream) -> list[Stream]:
-    """One operator running ``nodes`` (a chain, in order) on ``stream``: each node's stream.
+class Built(Protocol):
+    """Where a built graph keeps each node's streams (a :class:`~operators.graph.BuiltGraph`)."""
 
-    Every node's port counts its records (``counted``), and a slow batch is evaluated in
-    slices (every node's batch form is a function of each record).
+    streams: dict[str, list[Stream]]
+    inputs: dict[str, list[Stream]]
+    sources: dict[tuple[tuple[int, ...], Source], str]
+
+
+def build_fused(nodes: Sequence[NodeBuilder], inputs: list[Stream], built: Built) -> None:
+    """Build ``nodes`` (a chain, in order) as one operator reading ``inputs[0]``, into ``built``.
+
+    Each node's stream is its own output port of the operator, which counts its records
+    (``counted``); a slow batch is evaluated in slices (every node's batch form is a function
+    of each record). The first node reads ``inputs``; each other node, the stream before it.
     """
     stages = [Stage(BATCH, BATCH_FORMS[node.op](node), node.name) for node in nodes]
     name = " -> ".join(node.name for node in nodes)
-    return build_chain(stream, stages, counted=True, sliceable=True, name=name)
+    taps = build_chain(inputs[0], stages, counted=True, sliceable=True, name=name)
+    streams = inputs
+    for node, tap in zip(nodes, taps, strict=True):
+        if node is not nodes[0]:
+            built.inputs[node.name] = streams
+            built.sources.setdefault((tap.scope.builder.path, tap.source), f"{node.name}:0")
+        built.streams[node.name] = streams = [tap]
 
 
-__all__: Sequence[str] = ["build_fused", "find_chains"]
+__all__: Sequence[str] = ["Built", "build_fused", "find_chains"]
