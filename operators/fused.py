@@ -1,27 +1,28 @@
 """Fused chains: consecutive ``map``, ``filter`` and ``flat_map`` run as one operator.
 
 ``stream.map(f).filter(p)`` does not build two operators that each make a list of every
-batch and pass it through a channel: the stream ``map`` returns is :class:`Chained`, a stream
-whose operator is built only once something needs it. What needs it is anything but another
-``map``/``filter``/``flat_map``: an operator reading the stream (``count_by``, ``inspect``,
-``exchange``, ...), a probe, ``enter``/``leave``, a loop. Then the whole run of chained
-streams above it that nothing else has needed becomes one operator (:func:`build_chain`)
-whose logic, per batch, is one function: the user's functions composed as iterators
-(``list(filter(p, map(f, records)))``), one list and one Python call per record per stage, no
-channel, no intermediate list.
+batch and pass it through a channel. ``map``, ``filter`` and ``flat_map`` return a
+:class:`Chained` stream, and a run of chained streams, each the only reader of the one above
+it, is built as one operator (:func:`build_chain`) whose logic per batch is one function: the
+user's functions composed as iterators (``list(filter(p, map(f, records)))``), one Python
+call per record per stage and one list, with no channel, scheduling or progress accounting
+between the stages.
 
-Every stream of the run stays a stream: the operator has one output port per stage, its
-*taps*. A tap that something reads later (a second consumer of an intermediate stream, a
-probe on it) is sent to; a tap nobody reads costs nothing (its records are never listed).
-So every function runs exactly once per record, whatever reads which stream, and each
-stream's frontier is its tap's. A chained stream nobody ever reads is built when its scope
-is (``SubgraphBuilder.before_build``), so its functions run, as any operator's would.
+An operator reading a chained stream (``count_by``, ``inspect``, ``exchange``, ...) is wired
+to it when its chain is built (:meth:`Stream.read_by`): when the scope is built
+(``SubgraphBuilder.before_build``), when every reader of every stream is known, or earlier
+if something needs the stream's output port at once (a probe, ``enter``, ``leave``). A
+stream read by two ends its chain, and each chained stream reading it starts its own. The
+operator has an output port per stage, its *taps*: a reader of a stream inside a chain
+built early reads that stream's tap, so every function runs once per record whoever reads
+what, and each stream's frontier is its own port's. A tap nobody reads costs nothing (its
+records are never listed). A chain nobody reads is built with its scope, and runs.
 
-What is observable of fusion: there are fewer operators (named ``"Map -> Filter"``, the
-stages' names joined), and within a batch the stages interleave record by record (``f`` of
-the second record runs after ``p`` of the first), as in a chained pipeline of Flink; each
-stage still sees the records in order, at their times. The graph compiler fuses nodes with
-the same operator (:func:`build_chain`), given each node's batch function.
+What is observable of fusion: fewer operators (named after their stages, ``"Map ->
+Filter"``), and within a batch the stages interleave record by record (``f`` of the second
+record runs after ``p`` of the first), as in a chained pipeline of Flink; each stage still
+sees the records in order, at their times. The graph compiler builds its fused nodes with
+:func:`build_chain` too, given each node's batch function.
 """
 
 from __future__ import annotations
