@@ -9,6 +9,7 @@ the format of captured events (``docs/events.md``), which reaches the API throug
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Hashable, Iterable, Sequence
 from typing import Any, cast
 
@@ -20,10 +21,13 @@ from service.app import (
     DataflowSummary,
     DataflowView,
     Event,
+    InputState,
     InputView,
+    Messages,
     OutputPage,
     OutputView,
     Product,
+    RecordColumns,
     SessionView,
     check_time,
     decode_time,
@@ -99,6 +103,37 @@ def event_json(event: Event) -> dict[str, Any]:
     return event_to_json(event)
 
 
+_ENCODED: OrderedDict[int, tuple[Event, bytes]] = OrderedDict()
+"""Columnar events encoded lately, by identity: every subscriber of an output is offered the
+same event object, and each is sent the same bytes, encoded once."""
+
+_ENCODED_KEPT = 64
+
+
+def event_bytes(event: Event) -> bytes:
+    """A captured output event as JSON bytes: what every subscriber is sent.
+
+    A ``messages`` event of columns is the same JSON as one of records, encoded in bulk:
+    one ``to_pylist`` of the struct array and one ``orjson.dumps`` (measured at 0.17 µs a
+    record of two fields, ``docs/columnar.md``), once for all its subscribers.
+    """
+    columns: Any = event.records if isinstance(event, Messages) else None
+    if not isinstance(columns, RecordColumns):
+        return orjson.dumps(event_to_json(event), option=orjson.OPT_NON_STR_KEYS)
+    kept = _ENCODED.get(id(event))
+    if kept is not None and kept[0] is event:
+        return kept[1]
+    assert isinstance(event, Messages)
+    encoded = orjson.dumps(
+        {"type": "messages", "time": encode_time(event.time), "records": columns.rows()},
+        option=orjson.OPT_NON_STR_KEYS,
+    )
+    _ENCODED[id(event)] = (event, encoded)  # the event is held, so its id is not reused
+    if len(_ENCODED) > _ENCODED_KEPT:
+        _ENCODED.popitem(last=False)
+    return encoded
+
+
 def frontier_event(location: str, frontier: list[Hashable]) -> bytes:
     """The ``frontier`` event of one location, encoded: what every frontier watch is sent.
 
@@ -129,15 +164,7 @@ def dataflow_json(view: DataflowView) -> dict[str, Any]:
         "name": view.name,
         "status": view.status,
         "created_at": view.created_at,
-        "inputs": {
-            name: {
-                "frontier": times_json(i.frontier),
-                "sessions": i.sessions,
-                "records_in": i.records_in,
-                "closed": i.closed,
-            }
-            for name, i in view.inputs.items()
-        },
+        "inputs": {name: _input_state(i) for name, i in view.inputs.items()},
         "outputs": {
             name: {"frontier": times_json(o.frontier), "records_out": o.records_out}
             for name, o in view.outputs.items()
@@ -161,6 +188,19 @@ def dataflow_json(view: DataflowView) -> dict[str, Any]:
     return result
 
 
+def _input_state(state: InputState) -> dict[str, Any]:
+    """An input as a dataflow's description shows it (its schema, if it is typed)."""
+    shown = {
+        "frontier": times_json(state.frontier),
+        "sessions": state.sessions,
+        "records_in": state.records_in,
+        "closed": state.closed,
+    }
+    if state.schema is not None:
+        shown["schema"] = state.schema
+    return shown
+
+
 def ack_json(ack: Ack) -> dict[str, Any]:
     """What a push, advance, commit or close answers."""
     return {
@@ -172,8 +212,8 @@ def ack_json(ack: Ack) -> dict[str, Any]:
 
 
 def input_json(view: InputView) -> dict[str, Any]:
-    """An input with its sessions and open transactions."""
-    return {
+    """An input with its sessions and open transactions (and its schema, if it is typed)."""
+    shown = {
         "input": view.name,
         "frontier": times_json(view.frontier),
         "time": optional_time_json(view.time),
@@ -186,6 +226,9 @@ def input_json(view: InputView) -> dict[str, Any]:
             {"transaction": name, "staged": size} for name, size in view.transactions.items()
         ],
     }
+    if view.schema is not None:
+        shown["schema"] = view.schema
+    return shown
 
 
 def input_from_json(document: dict[str, Any]) -> InputView:
@@ -201,6 +244,7 @@ def input_from_json(document: dict[str, Any]) -> InputView:
         document["staged"],
         {t["transaction"]: t["staged"] for t in document["transactions"]},
         document.get("dropped_late", 0),  # a process of an earlier release says nothing
+        document.get("schema"),
     )
 
 
@@ -234,8 +278,8 @@ def consumer_json(view: ConsumerView) -> dict[str, Any]:
 
 
 def output_json(view: OutputView) -> dict[str, Any]:
-    """An output with its live subscribers and its registered consumers."""
-    return {
+    """An output with its live subscribers and consumers (and its schema, if it is typed)."""
+    shown = {
         "output": view.name,
         "frontier": times_json(view.frontier),
         "records_out": view.records_out,
@@ -248,6 +292,9 @@ def output_json(view: OutputView) -> dict[str, Any]:
             for c in view.consumers
         ],
     }
+    if view.schema is not None:
+        shown["schema"] = view.schema
+    return shown
 
 
 def holder_json(holder: HolderView) -> dict[str, Any]:

@@ -23,6 +23,15 @@ Spark runs in this process (``--master``, default ``local[2]``; the JVM with its
   the rows.
   Target: >= 0.8 M rows/s through the sink.
 
+* **Typed** (``--typed``, issue 20). The same cached DataFrame (``t, key, value``), written
+  in one job through the sink into a *typed* input (``schema: key string, value int64``) of
+  a dataflow ``input -> output``, against Spark's Parquet writer on the same DataFrame, in
+  the same run (target >= 0.7x); then a batch read of the typed output (every row, as
+  ``time`` and the typed fields, handed to Spark as Arrow batches) to Spark's ``noop`` sink,
+  against Spark reading the same rows from that Parquet file to ``noop`` (target >= 0.5x).
+  Every typed write is checked (the input took every row) and so is every read (its count).
+  ``--typed`` runs only this part: ``--rows 10000000 --repeats 2`` for the issue's figures.
+
 * **Latency.** A streaming read (``readStream.format("frontier")``, default trigger, the
   ``foreachBatch`` callback in this process) of a dataflow ``input -> output``; each round
   pushes 10 records at time ``t``, then times from the ``advance`` to ``t + 1`` (the time
@@ -193,6 +202,93 @@ def throughput(
     return results
 
 
+TYPED = {
+    "nodes": {
+        "rows": {"op": "input", "schema": {"key": "string", "value": "int64"}},
+        "out": {"op": "output"},
+    },
+    "edges": [["rows", "out"]],
+}
+
+
+def typed_throughput(
+    spark: SparkSession, client: Client, url: str, rows: int, repeats: int, size: int
+) -> dict[str, Any]:
+    """Typed write and read against Spark's Parquet writer and reader, in the same run."""
+    frame: DataFrame = spark.range(0, rows, numPartitions=spark.sparkContext.defaultParallelism)
+    frame = frame.select(
+        (F.col("id") % TIMES).alias("t"),
+        F.concat(F.lit("k"), (F.col("id") % 7).cast("string")).alias("key"),
+        F.col("id").alias("value"),
+    ).cache()
+    frame.count()
+    scratch = Path(tempfile.mkdtemp(prefix="frontier-bench-typed-"))
+    parquet_path = str(scratch / "p")
+    results: dict[str, Any] = {"rows": rows, "batch_size": size}
+    write: list[float] = []
+    parquet: list[float] = []
+    read: list[float] = []
+    parquet_read: list[float] = []
+
+    def read_typed(dataflow: str) -> Any:
+        return (
+            spark.read.format("frontier")
+            .option("url", url)
+            .option("dataflow", dataflow)
+            .option("output", "out")
+            .load()
+        )
+
+    try:
+        warm = client.create_dataflow(TYPED)["id"]  # the JIT, the workers, the server's path
+        sink_write(frame.limit(rows // 10), url, warm, size)
+        client.close_input(warm, "rows")
+        read_typed(warm).write.format("noop").mode("overwrite").save()
+        client.drop(warm)
+        for _ in range(repeats):
+            parquet.append(timed(lambda: frame.write.mode("overwrite").parquet(parquet_path)))
+            dataflow = client.create_dataflow(TYPED)["id"]
+            write.append(timed(lambda d=dataflow: sink_write(frame, url, d, size)))
+            assert client.input(dataflow, "rows")["records_in"] == rows
+            client.close_input(dataflow, "rows")
+            while client.output_frontier(dataflow, "out") != []:
+                time.sleep(0.01)
+            parquet_read.append(
+                timed(
+                    lambda: (
+                        spark.read.parquet(parquet_path)
+                        .write.format("noop")
+                        .mode("overwrite")
+                        .save()
+                    )
+                )
+            )
+            read.append(
+                timed(
+                    lambda d=dataflow: read_typed(d).write.format("noop").mode("overwrite").save()
+                )
+            )
+            assert read_typed(dataflow).count() == rows
+            client.drop(dataflow)
+    finally:
+        frame.unpersist()
+        shutil.rmtree(scratch, ignore_errors=True)
+    for name, seconds in (
+        ("typed_write", write),
+        ("parquet_write", parquet),
+        ("typed_read", read),
+        ("parquet_read", parquet_read),
+    ):
+        results[name] = {"seconds": seconds, "rows_per_s": rate(rows, seconds)}
+        print(f"{name:14s} {median_best(seconds)}  {rate(rows, seconds) / 1e6:6.2f} M rows/s")
+    write_ratio = rate(rows, write) / rate(rows, parquet)
+    read_ratio = rate(rows, read) / rate(rows, parquet_read)
+    results["write_vs_parquet"], results["read_vs_parquet"] = write_ratio, read_ratio
+    print(f"typed write / Parquet write x{write_ratio:.2f} (target >= 0.7)")
+    print(f"typed read / Parquet read   x{read_ratio:.2f} (target >= 0.5)")
+    return results
+
+
 def latency(
     spark: SparkSession, client: Client, url: str, rounds: int, checkpoints: str | None
 ) -> dict[str, Any]:
@@ -338,6 +434,7 @@ def main() -> None:
         "--checkpoint-dir", help="where the streaming query checkpoints (e.g. /dev/shm)"
     )
     parser.add_argument("--quick", action="store_true", help="200,000 rows, 1 repeat, 5 rounds")
+    parser.add_argument("--typed", action="store_true", help="only the typed write and read")
     parser.add_argument("--json", help="write the results here")
     parser.add_argument("--stub-server", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -355,7 +452,9 @@ def main() -> None:
             {
                 "limits": {
                     "max_staged_records_per_input": 2 * args.rows,
+                    "max_staged_bytes_per_input": 64 * args.rows,
                     "output_retention_records": 4 * args.rows,
+                    "output_retention_bytes": 128 * args.rows,
                     "max_body_bytes": 64 * 1024 * 1024,
                 }
             }
@@ -370,12 +469,16 @@ def main() -> None:
     try:
         spark = spark_session(args.master)
         with Client(url, timeout=300) as client:
-            results = {
-                "throughput": throughput(
-                    spark, client, url, stub_url, args.rows, args.repeats, sizes
-                ),
-                "latency": latency(spark, client, url, args.rounds, args.checkpoint_dir),
-            }
+            if args.typed:
+                typed = typed_throughput(spark, client, url, args.rows, args.repeats, sizes[-1])
+                results = {"typed": typed}
+            else:
+                results = {
+                    "throughput": throughput(
+                        spark, client, url, stub_url, args.rows, args.repeats, sizes
+                    ),
+                    "latency": latency(spark, client, url, args.rounds, args.checkpoint_dir),
+                }
         spark.stop()
     finally:
         for process in (server, stub):

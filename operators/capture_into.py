@@ -36,8 +36,8 @@ def capture_into(stream: Stream, pusher: EventPusher, name: str = "Capture") -> 
                 changes.update(minimum, -1)  # the implicit starting capability
             if changes:
                 pusher.push(Progress(changes.drain()))
-            for time, records in input.batches():
-                pusher.push(Messages(time, records))
+            for time, batch in input.containers():  # columns are captured as columns
+                pusher.push(Messages(time, batch))  # type: ignore[arg-type]
             pusher.flush()
 
         return logic

@@ -209,6 +209,10 @@ class AsyncClient:
         """An input: frontier, open sessions, open transactions and their staged records."""
         return await self.request("GET", f"/v1/dataflows/{dataflow}/inputs/{input}")
 
+    async def output(self, dataflow: str, output: str) -> Any:
+        """An output: frontier, counts, readers (and its ``schema`` if it is typed)."""
+        return await self.request("GET", f"/v1/dataflows/{dataflow}/outputs/{output}")
+
     # ----------------------------------------------------------------- consuming
 
     async def times(
@@ -326,7 +330,11 @@ class AsyncClient:
     async def times_arrow(
         self, dataflow: str, output: str, start: Any = None, end: Any = None, page: int = 100
     ) -> AsyncIterator[bytes]:
-        """Arrow IPC streams (``time`` int64, ``record`` JSON text) of the completed times."""
+        """Arrow IPC streams of the completed times.
+
+        ``time`` (int64) and ``record`` (JSON text); for a typed output, ``time`` and the
+        records' fields as typed columns.
+        """
         cursor: str | None = None
         while True:
             answer = await self.times_arrow_page(dataflow, output, start, end, page, cursor)

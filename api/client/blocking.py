@@ -135,6 +135,7 @@ class Client(_Runner[AsyncClient]):
     close_input = blocking(AsyncClient.close_input)
     commit = blocking(AsyncClient.commit)
     input = blocking(AsyncClient.input)
+    output = blocking(AsyncClient.output)
     stage_arrow = blocking(AsyncClient.stage_arrow)
     push_arrow = blocking(AsyncClient.push_arrow)
     times_arrow_page = blocking(AsyncClient.times_arrow_page)

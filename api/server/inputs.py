@@ -56,8 +56,14 @@ async def push(request: web.Request) -> web.Response:
     data = await read_body(request)
     if request.content_type == ARROW_STREAM:
         seq = _seq_param(request)
-        records = records_from_arrow(data)
         raw = ("arrow", data)
+        if producer.schema is not None:
+            # A typed input: the body's columns are checked against its schema and go
+            # into the dataflow as they are (422 naming the column that does not fit).
+            ack = producer.push_typed(session, seq, producer.typed_arrow(data), raw)
+            await producer.durable()
+            return json_response(ack_json(ack))
+        records = records_from_arrow(data)
     else:
         raw = ("json", data)
         plain = plain_push(data)

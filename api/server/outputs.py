@@ -9,7 +9,7 @@ from aiohttp import web
 
 from api.codec import consumer_json, cursor, output_json, page_json, times_json
 from api.models import ConsumerCommit
-from api.server.arrow import ARROW_STREAM, MAX_ARROW_TIME, arrow_from_times
+from api.server.arrow import ARROW_STREAM, MAX_ARROW_TIME, arrow_from_batches, arrow_from_times
 from api.server.context import manager_of, tenant_of
 from api.server.http import flag, json_response, parse, time_param
 from api.server.paging import limit_param
@@ -41,17 +41,25 @@ async def output_times(request: web.Request) -> web.Response:
         start = time_param(request, "cursor")
     limit = limit_param(request)
     counts = flag(request, "counts")
-    page = log.page(start, end, limit, counts)
     accept = request.headers.get("Accept", "")
-    if not counts and ARROW_STREAM in accept and _arrow_page(page, _accepts_json(accept)):
+    arrow = not counts and ARROW_STREAM in accept
+    typed = arrow and log.schema is not None
+    page = log.page(start, end, limit, counts, columns=typed)
+    if arrow and _arrow_page(page, _accepts_json(accept)):
         headers = {"X-Frontier": orjson.dumps(times_json(page.frontier)).decode()}
         next_cursor = cursor(page)
         if next_cursor is not None:
             headers["X-Next-Cursor"] = next_cursor
-        entries = list(zip(page.times, page.records or (), strict=True))
-        return web.Response(
-            body=arrow_from_times(entries), content_type=ARROW_STREAM, headers=headers
-        )
+        if typed:
+            # A typed output: its columns as they are kept, not one JSON text column.
+            assert log.schema is not None
+            batches = list(zip(page.times, page.batches or (), strict=True))
+            body = arrow_from_batches(batches, log.schema.arrow_type())
+        else:
+            body = arrow_from_times(list(zip(page.times, page.records or (), strict=True)))
+        return web.Response(body=body, content_type=ARROW_STREAM, headers=headers)
+    if typed:  # answered as JSON after all (product times, or times beyond int64)
+        page = log.page(start, end, limit)
     return json_response(page_json(page))
 
 

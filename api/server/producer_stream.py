@@ -20,6 +20,7 @@ from pydantic import ValidationError
 
 from api.codec import ack_json, time_to_json
 from api.models import AdvanceFrame, ClientFrame, CloseFrame, PlainPush, PushFrame, plain_push
+from api.server.arrow import ARROW_FRAME, arrow_seq, records_from_arrow
 from api.server.http import strict_json, time_param
 from api.server.problems import invalid_body
 from api.server.records import check_records
@@ -169,6 +170,8 @@ class ProducerStream:
         A frame sent again that was applied before (a producer resuming its session sends
         every frame it has no ack for) is acknowledged with ``applied`` 0, not applied twice.
         """
+        if isinstance(data, bytes) and data[:4] == ARROW_FRAME:
+            return await self._answer_arrow(data)
         raw = ("json", data if isinstance(data, bytes) else data.encode())
         frame: PlainPush | PushFrame | AdvanceFrame | CloseFrame | None
         frame = plain_push(data, frame=True)
@@ -182,6 +185,35 @@ class ProducerStream:
                 return False
             resent = self.producer.resent(self.session.id, frame.seq)
             ack = self._apply(frame, raw) if resent is None else resent
+        except ServiceError as error:
+            return await self._refused(error)
+        self.unanswered -= 1
+        self.acks.add({"type": "ack", **ack_json(ack), "credits": self.credits - self.unanswered})
+        return True
+
+    async def _answer_arrow(self, data: bytes) -> bool:
+        """Apply an Arrow push frame (its ``seq`` in its schema's metadata); whether to go on.
+
+        A frame that is not an Arrow push (no stream, no ``seq``) is a bad frame (4400); a
+        batch the input refuses (a typed input's misfit, 422) is answered with ``error``.
+        """
+        try:
+            seq = arrow_seq(data)
+        except BadRequest as error:
+            self.refused = True
+            await self.acks.flush()
+            await send_json(self.ws, _error_frame(error))
+            await close_socket(self.ws, BAD_FRAME, "invalid frame")
+            return False
+        session, raw = self.session.id, ("arrow", data)
+        try:
+            ack = self.producer.resent(session, seq)
+            if ack is None and self.producer.schema is not None:
+                ack = self.producer.push_typed(session, seq, self.producer.typed_arrow(data), raw)
+            elif ack is None:
+                records = records_from_arrow(data)
+                check_records([r for _, r in records], len(data), self.limits)
+                ack = self.producer.push(session, seq, records, raw)
         except ServiceError as error:
             return await self._refused(error)
         self.unanswered -= 1

@@ -14,19 +14,22 @@ from api.server.context import SETTINGS
 from api.server.http import json_response, parse, read_body
 from api.server.inputs import producer_of
 from api.server.records import check_columns, check_records
-from service.app import Columns, LimitExceeded
+from service.app import Columns, LimitExceeded, TypedRecords
 
 
 async def stage(request: web.Request) -> web.Response:
     """Stage records in a transaction (an Arrow body stays columnar until the commit)."""
     producer = producer_of(request)
-    records: list[tuple[Any, Any]] | Columns
+    records: list[tuple[Any, Any]] | Columns | TypedRecords
     data = await read_body(request)
     limits = request.app[SETTINGS].limits
     if request.content_type == ARROW_STREAM:
-        records = columns_from_arrow(data)
         raw = ("arrow-columns", data)
-        check_columns(records, len(data), limits)
+        if producer.schema is not None:  # a typed input: checked against its schema
+            records = producer.typed_arrow(data)
+        else:
+            records = columns_from_arrow(data)
+            check_columns(records, len(data), limits)
     else:
         records = list((await parse(request, Stage)).records)
         raw = ("json", data)

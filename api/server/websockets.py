@@ -15,7 +15,7 @@ import orjson
 from aiohttp import WSCloseCode, web
 from aiohttp.abc import AbstractStreamWriter
 
-from api.codec import event_json, time_from_json, times_json
+from api.codec import event_bytes, time_from_json, times_json
 from api.server.context import SETTINGS, SOCKETS, manager_of, tenant_of
 from api.server.http import flag, time_param
 from api.server.producer_stream import ProducerStream, open_or_resume
@@ -204,7 +204,7 @@ class _EventsSender:
         try:
             while not ws.closed:
                 for event in subscriber.take():
-                    await send_json(ws, event_json(event))
+                    await ws.send_bytes(event_bytes(event))
                 if subscriber.closed is not None:
                     await self._closed(subscriber.closed)
                     return

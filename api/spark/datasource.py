@@ -6,8 +6,9 @@ from pyspark.sql.datasource import DataSource
 from pyspark.sql.types import StructType
 
 from api.spark.options import OptionError, sink_options, source_options, source_schema
+from api.spark.rows import typed_struct
 from api.spark.sink import FrontierStreamWriter, FrontierWriter
-from api.spark.source import FrontierReader, FrontierStreamReader
+from api.spark.source import FrontierReader, FrontierStreamReader, output_schema
 
 WATERMARK_DELAY = "spark.watermarkDelayMs"
 """The metadata Spark puts on the column of a query's watermark (``withWatermark``)."""
@@ -39,9 +40,18 @@ class FrontierDataSource(DataSource):  # type: ignore[misc,unused-ignore]
         """The format name."""
         return "frontier"
 
-    def schema(self) -> str:
-        """``time LONG, record STRING``, or ``time LONG`` and the ``recordSchema`` fields."""
-        return source_schema(source_options(self.options))
+    def schema(self) -> str | StructType:
+        """``time LONG, record STRING``, or ``time LONG`` and the ``recordSchema`` fields.
+
+        Without ``recordSchema``, a typed output (the server shows its schema) is read as
+        ``time`` and its records' fields, typed.
+        """
+        options = source_options(self.options)
+        if options.record_schema is None:
+            typed = output_schema(options)
+            if typed is not None:
+                return typed_struct(typed)
+        return source_schema(options)
 
     def reader(self, schema: StructType) -> FrontierReader:
         """A batch reader of an output."""

@@ -8,9 +8,13 @@ output (everything is complete). For product times the offsets carry the outer (
 coordinate: ``[o, i]`` is read once every ``[o, *]`` is complete.
 
 Rows are ``time LONG, record STRING`` (the record's JSON text), or with ``recordSchema``
-typed columns parsed from the record's JSON. Each read partition is a time range, read a
-page of ``pageTimes`` times at a time as Arrow (JSON for product times) and yielded as
-Arrow record batches of exactly the declared schema.
+typed columns parsed from the record's JSON. A *typed* output (fed by a typed input; the
+server shows its ``schema``) is read as ``time`` and the records' fields, typed
+(:func:`typed_struct`), unless ``recordSchema`` says otherwise: the server answers its
+Arrow reads with typed columns, which are handed to Spark as they are (cast to Spark's
+Arrow types in bulk, :func:`convert_typed`), with no row made into a Python value. Each
+read partition is a time range, read a page of ``pageTimes`` times at a time as Arrow (JSON
+for product times) and yielded as Arrow record batches of exactly the declared schema.
 
 The planning functions take plain values so they are tested without a JVM; the Spark
 classes at the bottom only call them.
@@ -37,6 +41,7 @@ from pyspark.sql.types import StructType
 
 from api.client import Client
 from api.spark.options import MAX_SPARK_TIME, SourceOptions
+from api.spark.rows import SourceError, arrow_schema, convert, convert_typed
 
 log = logging.getLogger("frontier.spark")
 
@@ -46,10 +51,6 @@ COUNT_PAGE = 1000
 Offset = int | None
 """An output frontier as the source sees it: the least incomplete (outer) time, or ``None``
 when the output is closed."""
-
-
-class SourceError(RuntimeError):
-    """The source cannot read what was asked (the message says why)."""
 
 
 # --------------------------------------------------------------------------- times
@@ -204,45 +205,13 @@ def plan_batch(options: SourceOptions, state: OutputState) -> list[TimeRange]:
 # --------------------------------------------------------------------------- reading
 
 
-def arrow_schema(schema: StructType) -> pa.Schema:
-    """The Arrow schema Spark expects of batches of ``schema`` (types and nullability)."""
-    from pyspark.sql.pandas.types import to_arrow_schema
-
-    return to_arrow_schema(schema)
-
-
-def _is_plain(schema: StructType) -> bool:
-    return [f.name for f in schema.fields] == ["time", "record"]
-
-
-def _typed(
-    times: list[int], records: list[str], schema: StructType, target: pa.Schema
-) -> pa.RecordBatch:
-    names = schema.fieldNames()
-    rows: list[dict[str, Any]] = []
-    for time, text in zip(times, records, strict=True):
-        value = orjson.loads(text)
-        row = dict(value) if isinstance(value, dict) else {}
-        if "record" in names:
-            row["record"] = text
-        row["time"] = time
-        rows.append(row)
-    try:
-        return pa.RecordBatch.from_pylist(rows, schema=target)
-    except (pa.ArrowInvalid, pa.ArrowTypeError) as error:
-        raise SourceError(
-            f"a record does not fit recordSchema ({schema.simpleString()}): {error}"
-        ) from None
-
-
-def convert(times: pa.Array, records: pa.Array, schema: StructType, target: pa.Schema) -> Any:
-    """A record batch of exactly ``target`` from time and JSON-text columns."""
-    if _is_plain(schema):
-        return pa.RecordBatch.from_arrays(
-            [times.cast(target.field(0).type), records.cast(target.field(1).type)],
-            schema=target,
-        )
-    return _typed(times.to_pylist(), records.to_pylist(), schema, target)
+def output_schema(options: SourceOptions) -> dict[str, Any] | None:
+    """The output's schema if it is typed (``None``: untyped), as the server shows it."""
+    conn = options.connection
+    with _client(options) as client:
+        shown = client.output(conn.dataflow, options.output)
+    schema: dict[str, Any] | None = shown.get("schema")
+    return schema
 
 
 def read_range(
@@ -258,8 +227,12 @@ def read_range(
                 conn.dataflow, options.output, part.start, part.end, options.page_times, cursor
             )
             for batch in pa.ipc.open_stream(page.body):
-                if batch.num_rows:
+                if not batch.num_rows:
+                    continue
+                if batch.schema.names == ["time", "record"]:
                     yield convert(batch.column(0), batch.column(1), schema, target)
+                else:  # a typed output's columns
+                    yield convert_typed(batch, schema, target)
             if page.next_cursor is None:
                 return
             cursor = page.next_cursor

@@ -33,6 +33,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from operators.graph.schema import Schema, parse_schema
 from operators.runtime import INTEGERS, TimeDomain
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,127}")
@@ -132,6 +133,9 @@ class NodeSpec:
     API's graph model, against each operator's parameter model); ``None``: not checked yet,
     and the compiler checks them. Either way the compiler lists them in node order, with the
     graph's other problems."""
+    schema: Schema | None = field(default=None, compare=False)
+    """An ``input``'s schema (its ``"schema"`` parameter, :mod:`operators.graph.schema`):
+    its records are then typed and travel as Arrow columns; ``None``: untyped."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -333,7 +337,12 @@ def _parse_node(
         if not isinstance(k, str)
     )
     params = {k: v for k, v in node.items() if isinstance(k, str) and k not in ("op", "scope")}
-    return NodeSpec(name, op, params, scope, pointer)
+    schema = None
+    if op == "input" and "schema" in params:
+        found: list[tuple[str, str]] = []
+        schema = parse_schema(params["schema"], f"{pointer}/schema", found)
+        problems.extend(Problem(at, message) for at, message in found)
+    return NodeSpec(name, op, params, scope, pointer, schema=schema)
 
 
 def _parse_edges(raw: Any, problems: list[Problem]) -> list[EdgeSpec]:

@@ -19,6 +19,8 @@ from operators.progress import (
     decode_time,
     encode_time,
 )
+from operators.runtime import Batch as Container
+from operators.runtime import Columns as RecordColumns
 from operators.runtime.cluster import ClusterError
 from service.app.dataflow import Dataflow, Identity
 from service.app.errors import (
@@ -37,8 +39,9 @@ from service.app.errors import (
 from service.app.frontiers import FrontierCodec, FrontierSink, FrontierWatch
 from service.app.inputs import Columns, ProducerInput
 from service.app.manager import DataflowManager
-from service.app.outputs import OutputLog, Subscriber
+from service.app.outputs import OutputLog
 from service.app.settings import Cluster, Limits, Settings
+from service.app.subscribers import Subscriber
 from service.app.views import (
     Ack,
     ConsumerView,
@@ -46,6 +49,7 @@ from service.app.views import (
     DataflowStats,
     DataflowSummary,
     DataflowView,
+    InputState,
     InputView,
     OutputPage,
     OutputView,
@@ -54,12 +58,12 @@ from service.app.views import (
 )
 from service.store import (
     ArrowRecords,
-    ArrowUnavailable,
     Batch,
     BatchError,
     StoreError,
     arrow_records,
 )
+from service.store.typed import TypedRecords
 
 DataflowRecord = Dataflow
 """The name a dataflow had before it was an object of its own (kept for callers)."""
@@ -68,7 +72,6 @@ __all__ = [
     "MAX_TIME",
     "Ack",
     "ArrowRecords",
-    "ArrowUnavailable",
     "BadRequest",
     "Batch",
     "BatchError",
@@ -77,6 +80,7 @@ __all__ = [
     "Columns",
     "Conflict",
     "ConsumerView",
+    "Container",
     "Dataflow",
     "DataflowManager",
     "DataflowPage",
@@ -95,6 +99,7 @@ __all__ = [
     "GraphSpec",
     "IdempotencyKeyReused",
     "Identity",
+    "InputState",
     "InputView",
     "Invalid",
     "LimitExceeded",
@@ -108,6 +113,7 @@ __all__ = [
     "ProducerInput",
     "Product",
     "Progress",
+    "RecordColumns",
     "ServiceError",
     "SessionView",
     "Settings",
@@ -115,6 +121,7 @@ __all__ = [
     "Subscriber",
     "SubscriberView",
     "TimeFormatError",
+    "TypedRecords",
     "Unauthorized",
     "Unavailable",
     "arrow_records",

@@ -28,9 +28,11 @@ from service.app.errors import Gone, LimitExceeded, NotFound
 from service.app.frontiers import Feeds, FrontierWatch
 from service.app.inputs import ProducerInput, producer_input
 from service.app.journal import Journal
-from service.app.outputs import OutputLog, Sizer, Subscriber, sorted_times
+from service.app.outputs import OutputLog, Sizer, sorted_times
 from service.app.placement import Placement
+from service.app.schemas import output_schema
 from service.app.settings import Limits
+from service.app.subscribers import Subscriber
 from service.app.views import ConsumerView, DataflowSummary
 
 
@@ -132,7 +134,8 @@ class Dataflow:
         """The input ``name`` lives on a worker of this process: its producers come here."""
         index = list(self.plan.spec.inputs()).index(name)
         journal = self.env.journal.input(self.id, index, name)
-        producer = ProducerInput(name, output, capability, self.env.limits, journal, self)
+        schema = self.plan.spec.nodes[name].schema
+        producer = ProducerInput(name, output, capability, self.env.limits, journal, self, schema)
         self.inputs[name] = producer
         return producer
 
@@ -147,6 +150,7 @@ class Dataflow:
             limits.output_retention_bytes,
             self.env.sizer,
             self,
+            output_schema(self.plan.spec, name),
         )
         return log
 

@@ -10,6 +10,7 @@ from collections.abc import Hashable, Mapping
 from typing import Any
 
 from operators import Stream
+from operators.graph.spec import NodeSpec
 from service.app.dataflow import Dataflow
 from service.app.errors import Gone
 from service.app.explain import Explainer, ExplainView
@@ -32,6 +33,11 @@ def _operator_frontier(stream: Stream) -> list[Hashable]:
     return [] if subgraph is None else sorted_times(subgraph.frontier(stream.source))
 
 
+def _schema(node: NodeSpec) -> dict[str, Any] | None:
+    """An input's schema as its graph declares it (``None``: untyped)."""
+    return None if node.schema is None else node.schema.describe()
+
+
 def describe(
     dataflow: Dataflow, operators: bool = True, elsewhere: Mapping[str, InputView] | None = None
 ) -> DataflowView:
@@ -41,12 +47,17 @@ def describe(
     operator's output frontiers and record counts. ``elsewhere`` is, in a cluster, the
     inputs other processes hold, as they describe them.
     """
+    nodes = dataflow.plan.spec.nodes
     inputs = {
-        name: InputState(p.applied_frontier(), len(p.sessions), p.records_in, p.closed)
+        name: InputState(
+            p.applied_frontier(), len(p.sessions), p.records_in, p.closed, _schema(nodes[name])
+        )
         for name, p in dataflow.inputs.items()
     }
     for name, view in (elsewhere or {}).items():
-        inputs[name] = InputState(view.frontier, len(view.sessions), view.records_in, view.closed)
+        inputs[name] = InputState(
+            view.frontier, len(view.sessions), view.records_in, view.closed, _schema(nodes[name])
+        )
     order = dataflow.plan.spec.inputs()
     return DataflowView(
         dataflow.id,

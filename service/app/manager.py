@@ -26,12 +26,13 @@ from service.app.explain import ExplainView
 from service.app.frontiers import Feeds, FrontierCodec, FrontierFeed, FrontierWatch
 from service.app.inputs import ProducerInput
 from service.app.journal import journal_for
-from service.app.outputs import OutputLog, Sizer, Subscriber
+from service.app.outputs import OutputLog, Sizer
 from service.app.placement import placement_for
 from service.app.recovery import payload_of
 from service.app.registry import Dataflows
 from service.app.runner import Runner
 from service.app.settings import Settings
+from service.app.subscribers import Subscriber
 from service.app.views import (
     ConsumerView,
     DataflowPage,

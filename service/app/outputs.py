@@ -7,112 +7,26 @@ progress event to it: the merged frontier passes a time only when every worker h
 the log emits is one history: ``messages`` events as they arrive, and ``progress`` events
 with the changes of the merged frontier.
 
-The log keeps records per time, up to ``retention`` records; when over, it forgets the
-oldest *completed* times first. Subscribers read from a bounded queue each: one that falls
-more than its budget behind is closed with a resume point (the frontier up to which it has
-seen everything), never allowed to hold memory without bound.
+The log keeps records per time, as the batches came (lists of records, or columns: a typed
+output's stay Arrow arrays, read as they are by Arrow readers), up to ``retention`` records
+and ``retention_bytes`` (columns count their Arrow buffers' size, lists their encoded
+size); when over, it forgets the oldest *completed* times first. Subscribers read from a
+bounded queue each (:mod:`service.app.subscribers`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from operators.capture import Messages, Progress
+from operators.graph.schema import Schema
 from operators.progress import Antichain, MutableAntichain, encode_time, less_equal, same_domain
+from operators.runtime import Batch, Columns, rows_of
+from operators.runtime.containers import concat
 from service.app.errors import BadRequest, Gone, Invalid
+from service.app.subscribers import Subscriber
 from service.app.views import ConsumerView, OutputPage, OutputView, SubscriberView
-
-
-class Wake:
-    """Set while a subscriber has something to take (or was closed).
-
-    ``asyncio.Event``'s ``set``/``clear``/``is_set`` without its queue of waiters, and with
-    ``notify``, called when it becomes set: an idle subscriber costs no task or future, its
-    socket is written on demand.
-    """
-
-    __slots__ = ("_set", "notify")
-
-    def __init__(self) -> None:
-        self._set = False
-        self.notify: Callable[[], None] | None = None
-
-    def is_set(self) -> bool:
-        """Whether it is set."""
-        return self._set
-
-    def set(self) -> None:
-        """Set it; ``notify()`` if it was not set."""
-        if not self._set:
-            self._set = True
-            if self.notify is not None:
-                self.notify()
-
-    def clear(self) -> None:
-        """Clear it."""
-        self._set = False
-
-
-@dataclass(slots=True)
-class Subscriber:
-    """One reader of an output's events, with a bounded queue."""
-
-    queue: list[Messages | Progress] = field(default_factory=list)
-    wake: Wake = field(default_factory=Wake)
-    limit: int = 1000
-    limit_bytes: int | None = None
-    """The most encoded bytes of records queued (``None``: only ``limit`` events count)."""
-    queued_bytes: int = 0
-    closed: str | None = None
-    """Why the log closed this subscriber (``None`` while open)."""
-    resume: list[Hashable] = field(default_factory=list)
-    """Everything before this frontier has been delivered (a resume point)."""
-    seen: MutableAntichain[Hashable] = field(default_factory=MutableAntichain)
-    output: OutputLog | None = field(default=None, repr=False)
-    """The log it reads (``None`` once it left)."""
-
-    def offer(self, event: Messages | Progress, size: int = 0) -> bool:
-        """Queue an event of ``size`` bytes; ``False`` (and closed) if over its limits.
-
-        An event larger than ``limit_bytes`` is still taken into an empty queue: the
-        subscriber that reads everything must be able to read it.
-        """
-        if self.closed is not None:
-            return False
-        over_bytes = (
-            self.limit_bytes is not None
-            and self.queue
-            and self.queued_bytes + size > self.limit_bytes
-        )
-        if len(self.queue) >= self.limit or over_bytes:
-            self.closed = "slow consumer: the subscriber fell too far behind"
-            self.wake.set()
-            return False
-        self.queue.append(event)
-        self.queued_bytes += size
-        self.wake.set()
-        return True
-
-    def leave(self) -> None:
-        """Stop reading: the log delivers nothing more to this subscriber."""
-        output, self.output = self.output, None
-        if output is not None:
-            output.unsubscribe(self)
-
-    def take(self) -> list[Messages | Progress]:
-        """Everything queued, in order."""
-        events = self.queue
-        self.queue = []
-        self.queued_bytes = 0
-        self.wake.clear()
-        for event in events:
-            if isinstance(event, Progress):
-                self.seen.update_iter(event.changes)
-        self.resume = list(self.seen.frontier())
-        return events
-
 
 Sizer = Callable[[Sequence[Any]], int]
 """The encoded size of a batch of records, in bytes (the API's encoding): what the byte
@@ -158,15 +72,21 @@ class OutputLog:
         retention_bytes: int | None = None,
         sizer: Sizer | None = None,
         listener: OutputListener | None = None,
+        schema: Schema | None = None,
     ) -> None:
         self.name = name
+        self.schema = schema
+        """The records' schema when the output is typed (fed by a typed input through
+        operators that forward): its batches are then columns of that struct type."""
         self._listener = listener or _Quiet()
         self.minimum = minimum
         self._frontier: MutableAntichain[Hashable] = MutableAntichain([(minimum, peers)])
         self._retention = retention
         self._retention_bytes = retention_bytes if sizer is not None else None
         self._sizer = sizer
-        self._times: dict[Hashable, list[Any]] = {}
+        self._times: dict[Hashable, list[Batch]] = {}
+        """The batches retained per time, as they came."""
+        self._counts: dict[Hashable, int] = {}
         self._bytes: dict[Hashable, int] = {}
         """Encoded bytes retained per time (with a sizer)."""
         self._retained = 0
@@ -186,17 +106,22 @@ class OutputLog:
         return _WorkerPusher(self)
 
     def _messages(self, event: Messages) -> None:
-        records = self._times.get(event.time)
-        if records is None:
-            self._times[event.time] = list(event.records)
+        batch: Batch = event.records  # a list, or columns (capture passes them as they are)
+        time = event.time
+        batches = self._times.get(time)
+        if batches is None:
+            self._times[time] = [batch]
+            self._counts[time] = len(batch)
         else:
-            records.extend(event.records)
-        count = len(event.records)
+            batches.append(batch)  # a container is never modified once sent
+            self._counts[time] += len(batch)
+        count = len(batch)
         self._retained += count
         self.records_out += count
         size = 0
         if self._sizer is not None:
-            size = self._sizer(event.records)  # one call per batch, not per record
+            # One call per batch, not per record: columns count their buffers' bytes.
+            size = batch.nbytes if isinstance(batch, Columns) else self._sizer(batch)
             self._bytes[event.time] = self._bytes.get(event.time, 0) + size
             self.retained_bytes += size
         for subscriber in self.subscribers:
@@ -236,7 +161,8 @@ class OutputLog:
             consumed = read is not None and not less_equal(read, time)
             if not consumed and not self._over():
                 continue
-            self._retained -= len(self._times.pop(time))
+            del self._times[time]
+            self._retained -= self._counts.pop(time)
             self.retained_bytes -= self._bytes.pop(time, 0)
             # ``evicted`` keeps the latest forgotten times: everything at or before one of
             # them may be gone.
@@ -309,8 +235,9 @@ class OutputLog:
             ConsumerView(name, committed, frontier)
             for name, committed in sorted(self.consumers.items())
         ]
+        schema = None if self.schema is None else self.schema.describe()
         return OutputView(
-            self.name, frontier, self.records_out, self._retained, subscribers, consumers
+            self.name, frontier, self.records_out, self._retained, subscribers, consumers, schema
         )
 
     def complete_times(self, start: Hashable | None, end: Hashable | None) -> list[Hashable]:
@@ -345,11 +272,17 @@ class OutputLog:
                 )
 
     def page(
-        self, start: Hashable | None, end: Hashable | None, limit: int, counts: bool = False
+        self,
+        start: Hashable | None,
+        end: Hashable | None,
+        limit: int,
+        counts: bool = False,
+        columns: bool = False,
     ) -> OutputPage:
         """The retained complete times in ``[start, end)``, at most ``limit`` of them.
 
-        Each with its records, or (``counts``) their number.
+        Each with its records, or (``counts``) their number, or (``columns``) its batch as
+        it is kept: columns stay columns, for a reader that takes them (Arrow).
         """
         for time in (start, end):
             if time is not None and not self.matches(time):
@@ -364,16 +297,23 @@ class OutputLog:
         if counts:
             counted = [self.count_at(t) for t in page]
             return OutputPage(self.name, integers, page, frontier, more, counts=counted)
+        if columns:
+            batches = [self.batch_at(t) for t in page]
+            return OutputPage(self.name, integers, page, frontier, more, batches=batches)
         records = [self.records_at(t) for t in page]
         return OutputPage(self.name, integers, page, frontier, more, records=records)
 
     def records_at(self, time: Hashable) -> list[Any]:
-        """The retained records at ``time`` (empty if none or forgotten)."""
-        return list(self._times.get(time, ()))
+        """The retained records at ``time`` (empty if none or forgotten), as Python values."""
+        return rows_of(self.batch_at(time))
+
+    def batch_at(self, time: Hashable) -> Batch:
+        """The retained records at ``time`` as one batch: columns if they came so."""
+        return merged(self._times.get(time, ()))
 
     def count_at(self, time: Hashable) -> int:
         """How many records are retained at ``time`` (0 if none or forgotten)."""
-        return len(self._times.get(time, ()))
+        return self._counts.get(time, 0)
 
     def matches(self, time: Hashable) -> bool:
         """Whether ``time`` belongs to this output's time domain."""
@@ -415,7 +355,7 @@ class OutputLog:
         for time, diff in initial:
             consolidated[time] = consolidated.get(time, 0) + diff
         backlog: list[Messages | Progress] = [
-            Messages(t, list(self._times[t]))
+            Messages(t, cast("list[Any]", merged(self._times[t])))  # columns stay columns
             for t in sorted(self._times, key=_sort_key)
             if frontier is None or any(less_equal(f, t) for f in frontier)
         ]
@@ -449,6 +389,20 @@ class OutputLog:
 def _sort_key(time: Hashable) -> Any:
     """Times sort by their domain's total order (ints, or products lexicographically)."""
     return time
+
+
+def merged(batches: Sequence[Batch]) -> Batch:
+    """One batch of the records of ``batches`` (a new list, or columns concatenated).
+
+    Columns of one type stay columns; anything else becomes a list of records.
+    """
+    if batches and all(isinstance(b, Columns) for b in batches):
+        first = cast("Columns", batches[0])
+        if len(batches) == 1:
+            return first
+        if all(cast("Columns", b).type == first.type for b in batches):
+            return concat(cast("list[Columns]", batches))
+    return [record for batch in batches for record in rows_of(batch)]
 
 
 def sorted_times(times: Iterable[Hashable]) -> list[Hashable]:

@@ -11,6 +11,8 @@ from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
+from operators.runtime import Batch
+
 
 @dataclass(frozen=True, slots=True)
 class Ack:
@@ -45,6 +47,8 @@ class InputView:
     """Records staged per open transaction."""
     dropped_late: int = 0
     """Rows producers dropped as late (before the input's time), as their commits said."""
+    schema: dict[str, Any] | None = None
+    """The input's schema as the graph declares it (``None``: untyped)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +59,8 @@ class InputState:
     sessions: int
     records_in: int
     closed: bool
+    schema: dict[str, Any] | None = None
+    """The input's schema as the graph declares it (``None``: untyped)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,7 +136,8 @@ class DataflowPage:
 class OutputPage:
     """Completed times of an output, a page at a time.
 
-    ``records`` (one list per time) or ``counts`` (one count per time) is set, as asked.
+    ``records`` (one list per time), ``counts`` (one count per time) or ``batches`` (one
+    batch per time) is set, as asked.
     """
 
     output: str
@@ -142,6 +149,8 @@ class OutputPage:
     """The first time of the next page (``None``: this is the last)."""
     records: list[list[Any]] | None = None
     counts: list[int] | None = None
+    batches: list[Batch] | None = None
+    """With ``columns``: each time's batch as the output keeps it (columns stay columns)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,6 +183,8 @@ class OutputView:
     """Records retained (readable with a read of the output's times)."""
     subscribers: list[SubscriberView]
     consumers: list[ConsumerView]
+    schema: dict[str, Any] | None = None
+    """The records' schema when the output is typed (its Arrow reads are typed columns)."""
 
 
 @dataclass(frozen=True, slots=True)

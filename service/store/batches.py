@@ -8,8 +8,8 @@ body, a WebSocket push frame, a staging body), or ``arrow``, an Arrow IPC stream
 library user's push) is encoded as ``json`` once, when it is logged.
 
 The same code reads a batch when it arrives (the API checks it) and when a log is replayed
-(recovery), so both see the same records. pyarrow is imported only when an Arrow batch is
-read: it comes with the ``spark`` extra; without it :class:`ArrowUnavailable` is raised.
+(recovery), so both see the same records. A typed input's batches are read by
+:mod:`service.store.typed`.
 """
 
 from __future__ import annotations
@@ -35,18 +35,12 @@ class BatchError(ValueError):
     """A batch's bytes are not what their format says (the message says what is wrong)."""
 
 
-class ArrowUnavailable(BatchError):
-    """An Arrow batch, and no pyarrow to read it (install the ``spark`` extra)."""
-
-
 def pyarrow_module() -> Any:
-    """pyarrow, with its ``compute`` and ``ipc`` modules; :class:`ArrowUnavailable` without."""
-    try:
-        import pyarrow as pa
-        import pyarrow.compute
-        import pyarrow.ipc
-    except ImportError:
-        raise ArrowUnavailable("Arrow batches need pyarrow (the spark extra)") from None
+    """pyarrow, with its ``compute`` and ``ipc`` modules (imported when first needed)."""
+    import pyarrow as pa
+    import pyarrow.compute
+    import pyarrow.ipc
+
     return pa
 
 
@@ -278,32 +272,55 @@ class ArrowRecords:
         return list(zip(self.times.to_pylist(), self.records(), strict=True))
 
 
-def arrow_records(body: bytes) -> ArrowRecords:
-    """An Arrow IPC stream's records, checked in bulk; :class:`BatchError` if malformed."""
+def _one_batch(pa: Any, schema: Any, batches: list[Any]) -> Any:
+    """The stream's rows as one record batch (the usual body is one already: no copy)."""
+    if len(batches) == 1:
+        return batches[0]
+    combined = pa.Table.from_batches(batches, schema).combine_chunks().to_batches()
+    if combined:
+        return combined[0]
+    return pa.RecordBatch.from_arrays([pa.array([], f.type) for f in schema], schema=schema)
+
+
+def read_arrow(body: bytes) -> tuple[Any, Any, Any]:
+    """pyarrow, an Arrow IPC stream's times (uint64, checked) and its other columns.
+
+    The columns are one record batch.
+
+    :class:`BatchError` if the body is not an IPC stream with a ``time`` column of
+    integers in ``[0, 2**64)``, or has two columns of one name.
+    """
     pa = pyarrow_module()
     compute = pa.compute
     try:
-        table = pa.ipc.open_stream(body).read_all()
+        reader = pa.ipc.open_stream(body)
+        batches = list(reader)
     except (pa.ArrowInvalid, pa.ArrowIOError, OSError) as error:
         raise BatchError(f"the body is not an Arrow IPC stream: {error}") from None
+    table = _one_batch(pa, reader.schema, batches)
     names = table.column_names
     if "time" not in names:
         raise BatchError("an Arrow push needs a 'time' column")
     if len(set(names)) < len(names):
         twice = next(n for n in names if names.count(n) > 1)
         raise BatchError(f"the Arrow body has more than one column named {twice!r}")
-    times = table.column("time").combine_chunks()
+    times = table.column("time")
     if not pa.types.is_integer(times.type):
         raise BatchError(f"the 'time' column must hold integers, not {times.type}")
     if times.null_count:
         raise BatchError("the 'time' column has nulls")
-    if pa.types.is_signed_integer(times.type) and len(times):
-        negative = compute.less(times, 0)
-        if compute.any(negative).as_py():
-            index = compute.index(negative, True).as_py()
-            raise BatchError(f"row {index}: time {times[index].as_py()} is outside [0, 2**64)")
-    times = times.cast(pa.uint64())
-    rest = table.drop_columns(["time"]).combine_chunks()
+    # One pass for the least time (negative ones are refused), none for the others.
+    if pa.types.is_signed_integer(times.type) and len(times) and compute.min(times).as_py() < 0:
+        index = compute.index(compute.less(times, 0), True).as_py()
+        raise BatchError(f"row {index}: time {times[index].as_py()} is outside [0, 2**64)")
+    if times.type != pa.uint64():
+        times = times.cast(pa.uint64(), safe=False)  # checked: no negative time
+    return pa, times, table.drop_columns(["time"])
+
+
+def arrow_records(body: bytes) -> ArrowRecords:
+    """An Arrow IPC stream's records, checked in bulk; :class:`BatchError` if malformed."""
+    pa, times, rest = read_arrow(body)
     if rest.column_names == ["record"]:
         column = rest.column("record")
         if not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):

@@ -37,7 +37,7 @@ import os
 import struct
 import threading
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -48,6 +48,8 @@ MAGIC = 0x4E4F5246  # b"FRON" read as a little-endian u32
 _HEAD = struct.Struct("<III")
 _CHECK = struct.Struct("<I")
 HEADER_BYTES = _HEAD.size + _CHECK.size
+_MOST_PIECES = 512
+"""The most pieces one ``writev`` is given (the system's limit is 1024 or more)."""
 MAX_PAYLOAD = 1 << 30
 """The largest payload a frame may carry; a header claiming more is corrupt."""
 SEGMENT_BYTES = 64 * 1024 * 1024
@@ -101,10 +103,27 @@ class SyncRecord(NamedTuple):
         return SyncRecord(*fields) if magic == _RECORD_MAGIC else None
 
 
-def encode_frame(payload: bytes) -> bytes:
+Payload = bytes | Sequence[bytes]
+"""A frame's payload: its bytes, or its parts in order (written without joining them)."""
+
+
+def frame_parts(payload: Payload) -> list[bytes]:
+    """One frame as the pieces to write: its header, then the payload's parts.
+
+    A payload given in parts (an operation's header, then a batch's bytes as they came) is
+    checksummed part by part and written with one ``writev``: never copied into one buffer.
+    """
+    parts = [payload] if isinstance(payload, bytes) else list(payload)
+    check = 0
+    for part in parts:
+        check = zlib.crc32(part, check)
+    head = _HEAD.pack(MAGIC, sum(map(len, parts)), check)
+    return [head + _CHECK.pack(zlib.crc32(head)), *parts]
+
+
+def encode_frame(payload: Payload) -> bytes:
     """One frame: header and payload."""
-    head = _HEAD.pack(MAGIC, len(payload), zlib.crc32(payload))
-    return head + _CHECK.pack(zlib.crc32(head)) + payload
+    return b"".join(frame_parts(payload))
 
 
 @dataclass(slots=True)
@@ -114,6 +133,11 @@ class _Segment:
     """The position of its first frame."""
     frames: int
     size: int
+    head: int = 0
+    """The bytes of its first frame, which do not count toward the size at which it rolls:
+    that frame is the checkpoint heading it (the input's state, its open transactions'
+    batches included), and one larger than a segment would otherwise make every append
+    roll again and write the whole state again."""
 
 
 def _segment_name(first: int) -> str:
@@ -225,7 +249,8 @@ class Log:
                 self.torn_bytes = len(data) - good
                 self._torn = (path, good)
                 torn_why = why
-            self._segments.append(_Segment(path, first, len(frames), good))
+            head = frames[0][0] + frames[0][1] if frames else 0  # the first frame's end
+            self._segments.append(_Segment(path, first, len(frames), good, head))
             expected = first + len(frames)
         if self.record is not None:
             self._check_synced(self.record, torn_why)
@@ -282,7 +307,11 @@ class Log:
 
     def rolls_next(self) -> bool:
         """Whether the next append starts a new segment."""
-        return not self._segments or self._segments[-1].size >= self.segment_bytes
+        return not self._segments or self._full(self._segments[-1])
+
+    def _full(self, segment: _Segment) -> bool:
+        """Whether ``segment`` holds a segment's worth of frames after its first."""
+        return segment.size - segment.head >= self.segment_bytes
 
     def first_payload(self, start: int) -> bytes | None:
         """The payload of the first frame of the segment starting at ``start`` (if any)."""
@@ -324,7 +353,7 @@ class Log:
 
     # ----------------------------------------------------------------- writing
 
-    def append(self, payloads: list[bytes]) -> int:
+    def append(self, payloads: Sequence[Payload]) -> int:
         """Write frames (not yet durable: see :meth:`sync`); the position of the first.
 
         One ``write`` for them all. If it fails (a full disk, an I/O error) the segment is
@@ -334,23 +363,29 @@ class Log:
             return self.next_position
         position = self.next_position
         segment = self._writable()
-        data = b"".join(encode_frame(p) for p in payloads)
+        framed = [frame_parts(payload) for payload in payloads]
+        pieces = [piece for parts in framed for piece in parts]
+        size = sum(map(len, pieces))
         try:
-            written = os.write(self._fd, data)
-            while written < len(data):  # a short write: the rest, or the error it hits
-                written += os.write(self._fd, data[written:])
+            written = os.writev(self._fd, pieces[:_MOST_PIECES])
+            if written < size:  # a short write (or many pieces): the rest, or its error
+                data = b"".join(pieces)
+                while written < size:
+                    written += os.write(self._fd, data[written:])
         except OSError:
             with contextlib.suppress(OSError):
                 os.ftruncate(self._fd, segment.size)
             raise
-        segment.size += len(data)
+        if not segment.frames:
+            segment.head = sum(map(len, framed[0]))
+        segment.size += size
         segment.frames += len(payloads)
         self._dirty = True
         return position
 
     def _writable(self) -> _Segment:
         last = self._segments[-1] if self._segments else None
-        if last is None or last.size >= self.segment_bytes:
+        if last is None or self._full(last):
             first = self.next_position
             path = self.directory / _segment_name(first)
             with self._lock:

@@ -296,9 +296,18 @@ def _commit_state(state: CommitState) -> list[Any]:
 
 def encode(frame: Frame) -> bytes:
     """A frame's payload: the format byte, the header, then the batches' bytes."""
+    return b"".join(encode_parts(frame))
+
+
+def encode_parts(frame: Frame) -> list[bytes]:
+    """:func:`encode` as its parts.
+
+    The format byte and the header, then each batch's bytes as they are: the log writes
+    them without copying them into one buffer.
+    """
     header, batches = _header(frame)
     head = orjson.dumps(header)
-    return b"".join([_HEADER.pack(FORMAT, len(head)), head, *(b.data for b in batches)])
+    return [_HEADER.pack(FORMAT, len(head)) + head, *(b.data for b in batches)]
 
 
 def decode(payload: bytes) -> Frame:

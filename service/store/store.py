@@ -24,7 +24,7 @@ from service.store.durability import Committer, Durability
 from service.store.legacy import PICKLE, decode_legacy
 from service.store.lock import DirectoryLock
 from service.store.log import SEGMENT_BYTES, Log, StoreError
-from service.store.operations import BadOperation, Checkpoint, Frame, decode, encode
+from service.store.operations import BadOperation, Checkpoint, Frame, decode, encode_parts
 
 
 class WriteRefused(StoreError):
@@ -87,14 +87,15 @@ class InputLog:
         operation starts a new segment. :class:`WriteRefused` if the disk refuses (nothing
         of the operation is in the log then).
         """
-        payloads = [encode(frame)]
+        payloads = [encode_parts(frame)]
         if self.log.next_position > 0 and self.log.rolls_next():
             # The first segment needs no checkpoint: a replay from it starts from nothing.
-            payloads.insert(0, encode(state()))
+            payloads.insert(0, encode_parts(state()))
         try:
             self.position = self.log.append(payloads) + len(payloads) - 1
         except OSError as error:
-            raise WriteRefused(self.store.refused(error, len(payloads[-1]))) from None
+            size = sum(map(len, payloads[-1]))
+            raise WriteRefused(self.store.refused(error, size)) from None
         self.store.refusal = None
 
     def written(self) -> Awaitable[None] | None:

@@ -476,7 +476,9 @@ async def test_describe(start: Start, workers: int) -> None:
         "created_at": record.created_at,
         "graph": SMALL,
         "error": None,
-        "inputs": {"x": {"frontier": [2], "sessions": 2, "records_in": 5, "closed": False}},
+        "inputs": {
+            "x": {"frontier": [2], "sessions": 2, "records_in": 5, "closed": False, "schema": None}
+        },
         "outputs": {"out": {"frontier": [2], "records_out": 3}},
         "operators": {
             "x": {"outputs": [at[0]]},

@@ -8,7 +8,7 @@
 from __future__ import annotations
 
 from operators.graph.node import NodeBuilder
-from operators.graph.registry import OpKind, builtin
+from operators.graph.registry import OpKind, Param, builtin
 from operators.stream import Stream
 
 
@@ -16,7 +16,11 @@ def _input(node: NodeBuilder) -> list[Stream]:
     return [node.context.input(node.name, node.scope)]
 
 
-builtin(OpKind("input", 0, 1, build=_input, in_root=True))
+# ``schema`` (operators.graph.schema) is read with the graph's shape (spec.py), so its
+# problems come with their pointers before the compiler runs.
+builtin(
+    OpKind("input", 0, 1, {"schema": Param("json", required=False)}, build=_input, in_root=True)
+)
 
 
 def _output(node: NodeBuilder) -> list[Stream]:

@@ -7,13 +7,12 @@ them (:mod:`~service.app.inputs.producer`).
 """
 
 from service.app.inputs.capabilities import InputListener
+from service.app.inputs.chunks import Chunk, Columns
 from service.app.inputs.core import Session
 from service.app.inputs.journaling import Replayed, ReplayError, replay
 from service.app.inputs.producer import ProducerInput, Raw, producer_input
 from service.app.inputs.times import meet
 from service.app.inputs.transactions import (
-    Chunk,
-    Columns,
     Expiry,
     Transaction,
     TransactionExpired,

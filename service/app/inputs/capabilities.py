@@ -10,11 +10,12 @@ nothing downstream ever shows what a crash could take back.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any, Protocol
 
 from operators import Capability, OutputPort
 from operators.progress import less_equal
+from operators.runtime import Batch
 
 
 class InputListener(Protocol):
@@ -103,11 +104,14 @@ class InputCapabilities:
             _, effect, args = deferred.popleft()
             effect(*args)
 
-    def emit(self, batches: list[tuple[Hashable, list[Any]]]) -> None:
-        """Send batches of records, each at its time (the capabilities allow it: checked)."""
+    def emit(self, batches: Sequence[tuple[Hashable, Batch]]) -> None:
+        """Send batches of records (lists, or columns), each at its time.
+
+        The capabilities allow it: checked.
+        """
         self.effect(self._emit, batches)
 
-    def _emit(self, batches: list[tuple[Hashable, list[Any]]]) -> None:
+    def _emit(self, batches: Sequence[tuple[Hashable, Batch]]) -> None:
         output = self._output
         for at, records in batches:
             output.send_at(at, records)

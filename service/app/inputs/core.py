@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from operators import Capability
+from operators.graph.schema import Schema
 from operators.progress import Antichain, less_equal, minimum_like
-from service.app.errors import Gone
+from operators.runtime import Batch
+from service.app.errors import BadRequest, Gone, Invalid
 from service.app.inputs.capabilities import InputCapabilities
 from service.app.journal import InputJournal
 from service.app.settings import Limits
 from service.app.views import Ack
-from service.store import Checkpoint, Close, Operation
+from service.store import Batch as Logged
+from service.store import BatchError, Checkpoint, Close, Operation
+from service.store.typed import SchemaMismatch, TypedRecords, from_arrow, from_batch, from_values
 
 
 class Closing(Protocol):
@@ -55,8 +59,11 @@ class InputCore:
         journal: InputJournal,
         limits: Limits,
         checkpoint: Callable[[], Checkpoint],
+        schema: Schema | None = None,
     ) -> None:
         self.name = name
+        self.schema = schema
+        """The input's schema (its records are then typed: Arrow columns); ``None``: untyped."""
         self.capabilities = capabilities
         self.journal = journal
         self.limits = limits
@@ -125,12 +132,63 @@ class InputCore:
             self.capabilities.emit([(time, list(records))])
             self.records_in += len(records)
 
-    def send_groups(self, groups: dict[Hashable, list[Any]], count: int) -> None:
-        """Send checked records grouped by time (``count`` of them in all)."""
+    def send_groups(self, groups: Mapping[Hashable, Batch], count: int) -> None:
+        """Send checked records grouped by time (``count`` of them in all).
+
+        Lists of records, or columns for a typed input.
+        """
         if count:
             self.journal.sent(groups)
             self.capabilities.emit(list(groups.items()))
             self.records_in += count
+
+    def send_typed(self, typed: TypedRecords) -> None:
+        """Send a checked typed batch: one container of columns per distinct time."""
+        if len(typed):
+            groups = typed.by_time()
+            self.journal.sent([time for time, _ in groups])
+            self.capabilities.emit(groups)
+            self.records_in += len(typed)
+
+    # ----------------------------------------------------------------- typed records
+
+    def typed_values(self, times: Sequence[Hashable], records: Sequence[Any]) -> TypedRecords:
+        """Python records (a JSON body's) as the schema's columns.
+
+        :class:`Invalid` (422) names the first record and field that do not fit.
+        """
+        assert self.schema is not None
+        try:
+            return from_values(times, records, self.schema)
+        except SchemaMismatch as mismatch:
+            raise self.misfit(mismatch) from None
+
+    def typed_arrow(self, body: bytes) -> TypedRecords:
+        """An Arrow IPC body as the schema's columns.
+
+        :class:`Invalid` names the column that does not fit, :class:`BadRequest` a body
+        that is not a batch.
+        """
+        assert self.schema is not None
+        try:
+            return from_arrow(body, self.schema)
+        except SchemaMismatch as mismatch:
+            raise self.misfit(mismatch) from None
+        except BatchError as error:
+            raise BadRequest(str(error)) from None
+
+    def typed_batch(self, batch: Logged) -> TypedRecords:
+        """A logged typed batch read again (recovery): the records it was."""
+        assert self.schema is not None
+        return from_batch(batch, self.schema)
+
+    def misfit(self, mismatch: SchemaMismatch) -> Invalid:
+        """The 422 of records that do not fit the schema: where, and what."""
+        return Invalid(
+            f"the batch does not fit input {self.name!r}'s schema: {mismatch}; nothing of it "
+            "was applied",
+            [{"pointer": mismatch.pointer, "detail": mismatch.detail}],
+        )
 
     def send(self, times: Sequence[Hashable], records: Sequence[Any]) -> None:
         """Send checked records, one batch per distinct time."""

@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable, Hashable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from service.app.inputs.chunks import Chunk
 from service.app.inputs.core import InputCore, Session
 from service.app.inputs.sessions import Sessions
 from service.app.inputs.transactions import Committed, Expiry, Transaction, Transactions
@@ -122,7 +123,8 @@ def restore(parts: Parts, state: Checkpoint) -> None:
         touched = wallclock.time() if t.touched is None else t.touched
         transaction = transactions.open[t.id] = Transaction(t.id, touched)
         for batch in t.chunks:
-            transactions.add(transaction, batch.staged(), batch)
+            chunk: Chunk = batch.staged() if core.schema is None else core.typed_batch(batch)
+            transactions.add(transaction, chunk, batch)
     for done in state.commits:
         restored = _ack(done.ack)
         assert restored is not None
@@ -253,7 +255,12 @@ def apply(parts: Parts, frame: Frame) -> int:
     One branch per kind of operation, each the call that made it.
     """
     sessions, transactions = parts.sessions, parts.transactions
+    typed = parts.core.schema is not None
     match frame:
+        case Push(session, seq, batch) if typed:
+            columns = parts.core.typed_batch(batch)
+            sessions.push_typed(session, seq, columns, batch)
+            return len(columns)
         case Push(session, seq, batch):
             pairs = batch.pairs()
             times = [t for t, _ in pairs]
@@ -261,7 +268,7 @@ def apply(parts: Parts, frame: Frame) -> int:
             sessions.push(session, seq, times, records, None, batch)
             return len(records)
         case Stage(transaction, at, batch):
-            chunk = batch.staged()
+            chunk: Chunk = parts.core.typed_batch(batch) if typed else batch.staged()
             transactions.stage(transaction, chunk, batch, at)
             return len(chunk)
         case Open(session, time):

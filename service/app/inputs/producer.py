@@ -15,17 +15,20 @@ from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import Any, TypeAlias
 
 from operators import Capability, OperatorBuilder, OutputPort, Stream
+from operators.graph.schema import Schema
 from operators.runtime import Interest
 from service.app.inputs import journaling
 from service.app.inputs.capabilities import InputCapabilities, InputListener
+from service.app.inputs.chunks import Chunk
 from service.app.inputs.core import InputCore, Session
 from service.app.inputs.sessions import Sessions
 from service.app.inputs.times import unzip
-from service.app.inputs.transactions import Chunk, Transaction, Transactions
+from service.app.inputs.transactions import Transaction, Transactions
 from service.app.journal import NULL_INPUT, InputJournal
 from service.app.settings import Limits
 from service.app.views import Ack, InputView, SessionView
 from service.store import ARROW, JSON, Batch, Checkpoint, Frame
+from service.store.typed import TypedRecords
 
 Raw: TypeAlias = "tuple[str, bytes]"
 """A batch as it arrived: its format (``"json"``, ``"arrow"``, or ``"arrow-columns"`` for an
@@ -59,6 +62,7 @@ class ProducerInput:
         limits: Limits,
         journal: InputJournal = NULL_INPUT,
         listener: InputListener | None = None,
+        schema: Schema | None = None,
     ) -> None:
         self.name = name
         capabilities = InputCapabilities(
@@ -69,7 +73,7 @@ class ProducerInput:
             lambda: self.core.journal.position,
             journal.defers_effects,
         )
-        self.core = InputCore(name, capabilities, journal, limits, self.snapshot)
+        self.core = InputCore(name, capabilities, journal, limits, self.snapshot, schema)
         self._sessions = Sessions(self.core)
         self._transactions = Transactions(self.core, self._sessions)
         self.parts = journaling.Parts(self.core, self._sessions, self._transactions)
@@ -90,6 +94,11 @@ class ProducerInput:
     def transactions(self) -> dict[str, Transaction]:
         """The open transactions, by name, in the order they began."""
         return self._transactions.open
+
+    @property
+    def schema(self) -> Schema | None:
+        """The input's schema: its records are typed (Arrow columns); ``None``: untyped."""
+        return self.core.schema
 
     @property
     def journal(self) -> InputJournal:
@@ -153,6 +162,7 @@ class ProducerInput:
             self.staged_records,
             self.staged(),
             self.core.dropped_late,
+            None if self.core.schema is None else self.core.schema.describe(),
         )
 
     # ----------------------------------------------------------------- durability
@@ -218,6 +228,25 @@ class ProducerInput:
         ``[bounds[0], bounds[1]]`` (within the time domain), which spares a pass over them.
         """
         return self._sessions.push(session_id, seq, times, records, bounds, _batch(raw))
+
+    def typed_arrow(self, body: bytes) -> TypedRecords:
+        """An Arrow IPC body read as this typed input's columns, checked against its schema.
+
+        :class:`~service.app.errors.Invalid` (422) names the column (and row) that does not
+        fit; :class:`~service.app.errors.BadRequest` a body that is not a batch. Push it
+        with :meth:`push_typed`, or stage it (:meth:`stage`).
+        """
+        return self.core.typed_arrow(body)
+
+    def push_typed(
+        self, session_id: str, seq: int, typed: TypedRecords, raw: Raw | None = None
+    ) -> Ack:
+        """:meth:`push` for a typed batch (:meth:`typed_arrow`).
+
+        Its columns go into the dataflow as they are; ``raw`` (the body as it came) is what
+        the journal keeps.
+        """
+        return self._sessions.push_typed(session_id, seq, typed, _batch(raw))
 
     def advance(self, session_id: str, time: Hashable, seq: int | None = None) -> Ack:
         """Move a session to the later ``time``: earlier times are complete as far as it goes."""

@@ -21,47 +21,17 @@ from collections import OrderedDict
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Protocol, TypeAlias, cast
+from typing import Any, cast
 
 from operators.progress import less_equal
 from service.app.errors import Conflict, Gone, IdempotencyKeyReused, LimitExceeded, NotFound
-from service.app.inputs.core import InputCore, Session, group_by_time, holds, shown
+from service.app.inputs.chunks import Chunk, Columns, by_time, joined, pairs_of
+from service.app.inputs.core import InputCore, Session, holds, shown
 from service.app.inputs.sessions import Sessions
 from service.app.inputs.times import check, pairs_at_or_after
 from service.app.views import Ack
 from service.store import Abort, Batch, Commit, Expire, Stage
-
-
-class Columns(Protocol):
-    """Records staged as columns (an Arrow body), with integer times.
-
-    The input checks their times in bulk against its own (:attr:`least`, then
-    :meth:`first_before` for the message), and turns the records into Python objects
-    once, at commit (:meth:`by_time`).
-    """
-
-    least: int
-    """The earliest time of a record (any value when there are none)."""
-
-    def __len__(self) -> int:
-        """How many records."""
-        ...
-
-    def time_at(self, index: int) -> int:
-        """The time of record ``index``."""
-        ...
-
-    def first_before(self, time: int) -> int:
-        """The index of the first record before ``time`` (there is one: ``least < time``)."""
-        ...
-
-    def by_time(self) -> list[tuple[int, list[Any]]]:
-        """The records grouped by time, each group new and in staging order."""
-        ...
-
-
-Chunk: TypeAlias = "list[tuple[Hashable, Any]] | Columns"
-"""What one staging request added to a transaction."""
+from service.store.typed import TypedRecords
 
 
 @dataclass(slots=True)
@@ -131,20 +101,6 @@ def rfc3339(seconds: float) -> str:
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def _pairs(chunk: Chunk) -> list[tuple[Hashable, Any]]:
-    """A chunk's ``(time, record)`` pairs (grouped by time, for columns)."""
-    if isinstance(chunk, list):
-        return list(chunk)
-    return [(t, r) for t, records in chunk.by_time() for r in records]
-
-
-def _by_time(chunk: Chunk) -> list[tuple[Hashable, list[Any]]]:
-    """A chunk's records grouped by time (new lists)."""
-    if not isinstance(chunk, list):
-        return cast("list[tuple[Hashable, list[Any]]]", chunk.by_time())
-    return list(group_by_time(chunk).items())
-
-
 class Transactions:
     """One input's open transactions, its idempotency keys, and the expired names."""
 
@@ -211,10 +167,16 @@ class Transactions:
         self._check_caps(len(chunk), 0 if batch is None else batch.size)
         if isinstance(chunk, list):
             self._check_staged_pairs(chunk, times)
+            if core.schema is not None and chunk:
+                # Typed: checked whole against the schema, kept (and logged) as columns.
+                typed = core.typed_values([t for t, _ in chunk], [r for _, r in chunk])
+                chunk, batch = typed, typed.batch()
+        elif isinstance(chunk, TypedRecords) and not chunk.integer_times:
+            self._check_staged_pairs([(t, None) for t in chunk.times], times)
         elif len(chunk):
             self._check_staged_columns(chunk, times)
         if batch is None:
-            batch = Batch.later(lambda: _pairs(chunk))
+            batch = Batch.later(lambda: pairs_of(chunk))
         core.record(Stage(transaction_id, at, batch))
         transaction = self.open.get(transaction_id)
         if transaction is None:
@@ -247,7 +209,7 @@ class Transactions:
             if not holds(times, at):
                 raise self._refused_stage(index, at, times)
 
-    def _check_staged_columns(self, batch: Columns, times: list[Hashable]) -> None:
+    def _check_staged_columns(self, batch: Columns | TypedRecords, times: list[Hashable]) -> None:
         time = times[0]
         if type(time) is not int:  # a product domain: integer times are not its times
             check(batch.time_at(0), "record 0", self._core.minimum, "/records/0/0")
@@ -471,6 +433,8 @@ class Transactions:
                     index = next(
                         (i for i, (at, _r) in enumerate(chunk) if not holds(times, at)), None
                     )
+            elif isinstance(chunk, TypedRecords) and not chunk.integer_times:
+                index = next((i for i, at in enumerate(chunk.times) if not holds(times, at)), None)
             elif type(time) is int and chunk.least < time:
                 index = chunk.first_before(time)
             if index is not None:
@@ -482,17 +446,17 @@ class Transactions:
             offset += len(chunk)
 
     def _send_staged(self, chunks: list[Chunk]) -> int:
-        """Send the records of ``chunks`` with one batch per distinct time; how many."""
+        """Send the records of ``chunks`` with one batch per distinct time; how many.
+
+        A typed input's chunks are columns: the containers at one time are concatenated
+        (one Arrow copy), never made into Python records.
+        """
         groups: dict[Hashable, list[Any]] = {}
         count = 0
         for chunk in chunks:
             count += len(chunk)
-            for at, records in _by_time(chunk):
-                have = groups.get(at)
-                if have is None:
-                    groups[at] = records
-                else:
-                    have.extend(records)
+            for at, records in by_time(chunk):
+                groups.setdefault(at, []).append(records)
         # The input's capability is at or before each time: checked by _check_commit.
-        self._core.send_groups(groups, count)
+        self._core.send_groups({at: joined(parts) for at, parts in groups.items()}, count)
         return count

@@ -210,7 +210,12 @@ def test_describe_catalogue_lists_every_operator() -> None:
     assert [entry["op"] for entry in catalogue] == list(CATALOGUE)
     assert sorted(CATALOGUE) == KNOWN.split(", ")
     by_op = {entry["op"]: entry for entry in catalogue}
-    assert by_op["input"] == {"op": "input", "inputs": 0, "outputs": 1, "params": {}}
+    assert by_op["input"] == {
+        "op": "input",
+        "inputs": 0,
+        "outputs": 1,
+        "params": {"schema": {"kind": "json", "required": False}},
+    }
     assert by_op["concat"] == {"op": "concat", "inputs": "1 or more", "outputs": 1, "params": {}}
     assert by_op["partition"]["outputs"] == "parts"
     assert by_op["aggregate"]["params"]["emit"] == {

@@ -144,3 +144,24 @@ def test_a_failed_write_leaves_nothing_of_its_frames(tmp_path: Path) -> None:
     log.sync()
     log.close()
     assert list(Log(tmp_path).replay()) == [(0, b"kept"), (1, b"next")]
+
+
+def test_a_segments_first_frame_does_not_count_toward_its_roll(tmp_path: Path) -> None:
+    # A segment after the first is headed by a checkpoint of the input's state, which holds
+    # its open transactions' batches: one larger than a segment must not make every append
+    # roll and write the whole state again.
+    log = Log(tmp_path, segment_bytes=200)
+    log.append([b"a" * 150])
+    log.append([b"b" * 200])  # the first segment holds 216 bytes after its first frame
+    assert log.rolls_next()
+    log.append([b"state" * 100, b"c" * 10])  # a new segment, headed by 500 bytes
+    assert not log.rolls_next()
+    log.append([b"e" * 40, b"f" * 40])
+    assert not log.rolls_next()  # 10 + 2 * 40 bytes and 3 frame headers after the head
+    log.append([b"d" * 100])
+    assert log.rolls_next()
+    log.close()
+    reopened = Log(tmp_path, segment_bytes=200)
+    assert reopened.segment_starts() == [0, 2]
+    assert reopened.rolls_next()  # its head is known again from the segment's first frame
+    assert [p for p, _ in reopened.replay()] == list(range(7))
