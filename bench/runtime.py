@@ -17,9 +17,12 @@ timed run starts after its dataflow is built, with a ``gc.collect()`` just befor
   - ``plain``: the plain Python loop doing the same work on the same lists (per time, a
     ``defaultdict(int)``; per record ``value * 2`` and, if the key is even,
     ``counts[key] += 1``). The engine's rate is also given as a ratio to it.
-  - ``floor``: the same user functions applied the way the operators apply them (per batch,
-    ``list(map(...))`` and ``list(filter(...))``, then ``Counter(map(key, ...))``) with no
-    engine around them: what is left between it and the engine is the engine's own cost.
+  - ``floor``: the same user functions applied the way separate operators apply them (per
+    batch, ``list(map(...))`` and ``list(filter(...))``, then ``Counter(map(key, ...))``) with
+    no engine around them: what is left between it and the engine is the engine's own cost.
+  - ``fused floor``: the same, the way a fused chain applies them (``list(filter(keep,
+    map(f, batch)))``, one list): the least the user functions cost called as Python calls
+    per record, whatever the engine does around them.
 
   Every timed engine run is checked, outside the timed region, to produce exactly the plain
   loop's counts per key per time. Targets: >= 1.5M records/s on 1 worker, and >= 0.5x the
@@ -50,12 +53,21 @@ timed run starts after its dataflow is built, with a ``gc.collect()`` just befor
   ``floor``, the same plus the two filters each pass (the user functions the engine calls,
   as its operators call them, without the engine). Each timed run's output is checked untimed.
 
+* **G1 -- the graph compiler's fusion.** W1's records as objects ``{"k", "v"}`` (1,000,000
+  over 50 times) through a compiled graph ``input -> map {"k": r.k, "v": r.v * 2} -> filter
+  r.k % 2 == 0 -> count_by r.k -> output``, 1 worker, built with the plan as compiled (``map``
+  and ``filter`` fused into one operator) and with no chains (every node its own operator),
+  interleaved; records/s and the ratio fused / unfused. Each run's counts are checked.
+
 Each measurement is repeated (``--repeats``, default 5; ``--quick``: 1 repeat and smaller
 workloads), repeats interleave the engine runs with their baselines so a burst of machine
 noise spreads over all, and the median over repeats is reported with the best (or min) in
 brackets. The garbage collector stays enabled during timed regions (as in a service);
-``--no-gc`` disables it there, as ``bench/tracker.py`` does. Any engine run that takes more
-than ``--timeout`` seconds is reported as a hang, with its workload and worker count.
+engine runs have it set as the library's ``run()`` sets it (``collecting_rarely``: what
+existed before is frozen, gen-0 threshold 50,000), baselines have Python's defaults (a plain
+program's); ``--no-gc`` disables it in both, as ``bench/tracker.py`` does. Any engine run
+that takes more than ``--timeout`` seconds is reported as a hang, with its workload and
+worker count.
 
 Run from the repository root::
 
@@ -68,6 +80,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import functools
 import gc
 import json
@@ -91,8 +104,9 @@ import uvloop
 import operators  # noqa: F401  (registers the stream-building scope)
 from operators import Worker, execute
 from operators.progress import Product
+from operators.runtime.worker import collecting_rarely
 
-WORKLOADS = ("W1", "W2", "W3")
+WORKLOADS = ("W1", "W2", "W3", "G1")
 
 TARGET_W1_RATE = 1.5e6  # records/s, 1 worker
 TARGET_W1_RATIO = 0.5  # engine / plain loop
@@ -172,7 +186,8 @@ def run_engine(
 
     gc.collect()
     try:
-        return uvloop.run(main())
+        with collecting_rarely():  # as operators.run() runs dataflows
+            return uvloop.run(main())
     finally:
         gc.enable()
 
@@ -343,20 +358,29 @@ def w1_floor(batches: list[list[Record]]) -> Counts:
     return result
 
 
+def w1_fused_floor(batches: list[list[Record]]) -> Counts:
+    """The user functions as a fused chain calls them (one list), with no engine around."""
+    result: Counts = []
+    for batch in batches:
+        kept = list(filter(w1_keep, map(w1_map, batch)))
+        result.append(dict(Counter(map(w1_key, kept))))
+    return result
+
+
 def run_w1(args: argparse.Namespace, options: Options, repeats: int) -> dict[str, Any]:
     records, times, keys = (200_000, 10, 1000) if args.quick else (2_000_000, 100, 1000)
     batches = w1_data(records, times, keys)
     splits = {w: w1_split(batches, w) for w in (1, 2)}
     expected = [dict(c) for c in w1_plain(batches)]
-    if w1_floor(batches) != expected:
-        raise AssertionError("W1: the floor computation disagrees with the plain loop")
+    if w1_floor(batches) != expected or w1_fused_floor(batches) != expected:
+        raise AssertionError("W1: a floor computation disagrees with the plain loop")
     # Warm-up (untimed): a tenth of the times on each configuration.
     warm = max(1, times // 10)
     engine = EngineRuns((1, 2))
     for w in (1, 2):
         engine.attempt(w, lambda w=w: w1_engine([p[:warm] for p in splits[w]], options))
 
-    plain, floor = rate_stat(), rate_stat()
+    plain, floor, fused = rate_stat(), rate_stat(), rate_stat()
     for _ in range(repeats):
         for w in (1, 2):
             run = engine.attempt(w, lambda w=w: w1_engine(splits[w], options))
@@ -370,12 +394,15 @@ def run_w1(args: argparse.Namespace, options: Options, repeats: int) -> dict[str
         plain.values.append(records / (elapsed / 1e9))
         elapsed, _ = timed(lambda: w1_floor(batches), options)
         floor.values.append(records / (elapsed / 1e9))
+        elapsed, _ = timed(lambda: w1_fused_floor(batches), options)
+        fused.values.append(records / (elapsed / 1e9))
 
     rows = [
         engine.row(1, plain),
         engine.row(2, plain),
         ["plain loop", plain.show(1e6), "1.00x"],
         ["floor (user fns, no engine)", floor.show(1e6), f"{floor.median / plain.median:.2f}x"],
+        ["fused floor (as one chain)", fused.show(1e6), f"{fused.median / plain.median:.2f}x"],
     ]
     text = [
         f"W1: {records:,} records over {times} times, map -> filter -> count_by (count per "
@@ -407,6 +434,7 @@ def run_w1(args: argparse.Namespace, options: Options, repeats: int) -> dict[str
             "engine_2_workers": engine.as_json(2),
             "plain": plain.as_json(),
             "floor": floor.as_json(),
+            "fused_floor": fused.as_json(),
         },
         "ratio_engine_1_worker_to_plain": ratio,
         "targets": {
@@ -736,9 +764,112 @@ def run_w3(args: argparse.Namespace, options: Options, repeats: int) -> dict[str
     return {"text": text, "targets": targets, "json": document, "hung": bool(engine.failures)}
 
 
+# --------------------------------------------------------------------------- G1
+
+G1_GRAPH = {
+    "nodes": {
+        "in": {"op": "input"},
+        "m": {"op": "map", "expr": '{"k": r.k, "v": r.v * 2}'},
+        "f": {"op": "filter", "expr": "r.k % 2 == 0"},
+        "c": {"op": "count_by", "key": "r.k"},
+        "out": {"op": "output"},
+    },
+    "edges": [["in", "m"], ["m", "f"], ["f", "c"], ["c", "out"]],
+}
+
+
+class G1Context:
+    """The graph's input is a handle; its output is collected per time and probed."""
+
+    def __init__(self, out: dict[int, list[Any]]) -> None:
+        self.out = out
+        self.handles: dict[str, Any] = {}
+        self.probes: list[Any] = []
+
+    def input(self, name: str, scope: Any) -> Any:
+        handle, stream = scope.new_input(name)
+        self.handles[name] = handle
+        return stream
+
+    def output(self, _name: str, stream: Any) -> None:
+        collected = stream.inspect_batch(lambda t, rs: self.out[t].extend(rs))
+        self.probes.append(collected.probe())
+
+
+def g1_engine(
+    batches: list[list[dict[str, int]]], fuse: bool, options: Options
+) -> tuple[int, Counts]:
+    """One timed run of the compiled graph (its ``m -> f`` fused or not), 1 worker."""
+    from operators.graph import compile_graph, parse_graph
+
+    plan = compile_graph(parse_graph(G1_GRAPH))
+    if not fuse:
+        plan = dataclasses.replace(plan, chains=[])
+    out: dict[int, list[Any]] = defaultdict(list)
+
+    def make(start: Start) -> Callable[[Worker], Awaitable[int]]:
+        async def work(worker: Worker) -> int:
+            context = G1Context(out)
+            worker.dataflow(lambda scope: plan.build(scope, context))
+            handle = context.handles["in"]
+            await start.wait()
+            for t, batch in enumerate(batches):
+                handle.send_batch(batch)
+                handle.advance_to(t + 1)
+            handle.close()
+            await worker.step_while(lambda: not all(p.done() for p in context.probes))
+            return time.perf_counter_ns()
+
+        return work
+
+    start_ns, ends = run_engine(make, 1, options, "G1")
+    counts: Counts = [{r["key"]: r["count"] for r in out[t]} for t in range(len(batches))]
+    return max(ends) - start_ns, counts
+
+
+def run_g1(args: argparse.Namespace, options: Options, repeats: int) -> dict[str, Any]:
+    records, times, keys = (100_000, 10, 1000) if args.quick else (1_000_000, 50, 1000)
+    plain = w1_data(records, times, keys)
+    batches = [[{"k": k, "v": v} for k, v in batch] for batch in plain]
+    expected = [dict(c) for c in w1_plain(plain)]
+    runs = EngineRuns((1, 2))  # 1: fused, 2: not fused
+    for fuse in (True, False):  # warm-up, untimed
+        runs.attempt(1 if fuse else 2, lambda f=fuse: g1_engine(batches[:2], f, options))
+    for _ in range(repeats):
+        for key, fuse in ((1, True), (2, False)):
+            run = runs.attempt(key, lambda f=fuse: g1_engine(batches, f, options))
+            if run is None:
+                continue
+            elapsed, counts = run
+            if counts != expected:
+                raise AssertionError(f"G1 ({'fused' if fuse else 'unfused'}): wrong counts")
+            runs.rates[key].values.append(records / (elapsed / 1e9))
+    fused, unfused = runs.rates[1], runs.rates[2]
+    ratio = fused.median / unfused.median if runs.ok(1) and runs.ok(2) else 0.0
+    rows = [
+        ["graph, m -> f fused", fused.show(1e6), f"{ratio:.2f}x"],
+        ["graph, every node its own", unfused.show(1e6), "1.00x"],
+    ]
+    text = [
+        f"G1: {records:,} records {{k, v}} over {times} times through a compiled graph, map "
+        f"-> filter -> count_by -> output, 1 worker; M records/s, median (best) of {repeats}; "
+        "output verified each run",
+        table(["", "M records/s", "/ unfused"], rows),
+        *runs.notes(),
+    ]
+    document = {
+        "records": records,
+        "times": times,
+        "records_per_s": {"fused": runs.as_json(1), "unfused": runs.as_json(2)},
+        "ratio_fused_to_unfused": ratio,
+    }
+    targets = [f"G1 fused / unfused (no target): {ratio:.2f}x"]
+    return {"text": text, "targets": targets, "json": document, "hung": bool(runs.failures)}
+
+
 # --------------------------------------------------------------------------- driver
 
-RUNNERS = {"W1": run_w1, "W2": run_w2, "W3": run_w3}
+RUNNERS = {"W1": run_w1, "W2": run_w2, "W3": run_w3, "G1": run_g1}
 
 
 def main(argv: list[str] | None = None) -> int:

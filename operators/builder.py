@@ -81,14 +81,19 @@ class OperatorBuilder:
         port = InputPort(self.core, len(self.core.input_ports))
         target = Target(self.index, port.port)
         builder = self.scope.builder
-        if exchange is None:
-            if columns is not None:
-                raise ValueError(f"{self.name}: a column key needs the row key (exchange=) too")
-            port.queue = builder.connect(stream.source, stream.tee, target).queue
-        else:
-            _, mine, boxes = builder.connect_exchange(stream.source, target)
-            stream.tee.pushers.append(ExchangePusher(boxes, exchange, columns))
-            port.queue = mine.queue
+        if exchange is None and columns is not None:
+            raise ValueError(f"{self.name}: a column key needs the row key (exchange=) too")
+
+        def wire(source: Source, tee: Tee) -> None:
+            if exchange is None:
+                port.queue = builder.connect(source, tee, target).queue
+            else:
+                _, mine, boxes = builder.connect_exchange(source, target)
+                tee.pushers.append(ExchangePusher(boxes, exchange, columns))
+                port.queue = mine.queue
+
+        # At once, or (a fused chain's stream) once the chain's operator is built.
+        stream.read_by(wire)
         self.core.input_ports.append(port)
         self._connections.append(connection)
         return port

@@ -1,8 +1,10 @@
 """``map`` and ``map_batches``: new records for every batch, at the same time.
 
-:func:`per_batch` is the operator behind every stateless one-input operator (``map``,
-``filter``, ``flat_map``, ``inspect``, ``exchange``): it takes each arrived batch, calls one
-function on it and forwards what that returns at the batch's own time.
+``map`` (like ``filter`` and ``flat_map``) returns a chained stream: consecutive ones run as
+one operator (:mod:`operators.fused`). :func:`per_batch` is the operator behind the other
+stateless one-input operators (``map_batches``, ``evaluate``, ``inspect``, ``exchange``): it
+takes each arrived batch, calls one function on it and forwards what that returns at the
+batch's own time.
 """
 
 from __future__ import annotations
@@ -11,7 +13,9 @@ from collections.abc import Callable, Hashable
 from time import perf_counter
 from typing import Any
 
+from operators import fused
 from operators.builder import OperatorBuilder
+from operators.fused import MAP, STEP_SECONDS, Pace, Stage, chained, pieces
 from operators.stream import Stream, attach
 
 
@@ -29,58 +33,48 @@ def per_batch(
     object. With ``exchange``, records are routed to workers by that key before ``fn``.
     With ``sliceable`` (``fn`` of a slice of a batch is that slice's part of ``fn`` of
     the batch: an expression evaluated per record), a slow ``fn`` is called on slices and a
-    run stops after :data:`STEP_SECONDS`, leaving the rest for its next run.
+    run stops after :data:`~operators.fused.STEP_SECONDS`, leaving the rest for its next run.
+    A run stops once it has taken :data:`~operators.fused.RUN_RECORDS` records (whole
+    batches) and lets the operators reading it run first.
     """
     builder = OperatorBuilder(stream.scope, name)
     input = builder.new_input(stream, exchange=exchange)
     output, result = builder.new_output()
+    core = builder.core
 
     def constructor() -> Callable[[], None]:
         pace = Pace()
 
         def whole() -> None:
+            left = fused.RUN_RECORDS
             for time, records in input.batches():
+                left -= len(records)
                 output.forward(time, fn(time, records))
+                if left <= 0 and not input.is_empty():
+                    core.activate()  # the rest after the readers, in the scope's next pass
+                    return
 
         def logic() -> None:
             deadline = perf_counter() + STEP_SECONDS
+            left = fused.RUN_RECORDS
             for time, records in input.batches():
                 out, done = sliced(fn, time, records, pace, deadline)
                 output.forward(time, out)
+                left -= done
                 if done < len(records):
                     input.give_back(time, records[done:])  # the rest waits for the next run
                     return
                 if perf_counter() > deadline and not input.is_empty():
                     input.operator.activate_later()
                     return
+                if left <= 0 and not input.is_empty():
+                    core.activate()  # the rest after the readers, in the scope's next pass
+                    return
 
         return logic if sliceable else whole
 
     builder.build_reactive(constructor)
     return result
-
-
-STEP_SECONDS = 0.02
-"""How long one run of a batch operator may evaluate before it lets the others run.
-
-An expression has a step limit per record (``operators.graph.cel``), but a batch of many
-records each near it would still hold the event loop (every tenant, ``/healthz``) for their
-sum. A run stops once past this, puts the rest of its batch back (still in flight: the
-frontier waits for it) and asks to run again after the others."""
-
-
-class Pace:
-    """Records per second an operator's function was last seen to take, to size slices."""
-
-    __slots__ = ("per_second",)
-
-    def __init__(self) -> None:
-        self.per_second = 0.0
-        """0 until measured: the first batch starts with a slice of one record."""
-
-    def saw(self, records: int, seconds: float) -> None:
-        """Record that ``records`` took ``seconds``."""
-        self.per_second = records / max(seconds, 1e-7)
 
 
 def sliced(
@@ -92,38 +86,34 @@ def sliced(
 ) -> tuple[list[Any], int]:
     """``fn``'s results for a prefix of ``records``, and how many records that prefix has.
 
-    When the pace says the whole batch fits in a quarter of the time left, it is one call
-    (the usual case: no slicing, no copy). Otherwise slices grow from what fits (at least
-    one record), doubling while the deadline is not passed: a run takes at most about
-    three times the time left plus one record's worst (which the step limit bounds).
+    The prefix is what :func:`~operators.fused.pieces` gives before the deadline: the whole
+    batch in one call when the pace says it fits (no copy), else growing slices.
     """
-    count = len(records)
     started = perf_counter()
-    fits = int(pace.per_second * max(deadline - started, 0.0) / 4)
-    if fits >= count:
+    if pace.fitting(deadline - started) >= len(records):  # the usual case, without pieces
         whole = fn(time, records)
-        pace.saw(count, perf_counter() - started)
-        return whole, count
-    size = max(1, fits)
-    out: list[Any] = []
+        pace.saw(len(records), perf_counter() - started)
+        return whole, len(records)
+    out: list[Any] | None = None
     done = 0
-    while done < count:
-        piece = records[done : done + size]
-        began = perf_counter()
-        out.extend(fn(time, piece))
-        ended = perf_counter()
-        pace.saw(len(piece), ended - began)
+    for piece in pieces(records, pace, deadline):
+        part = fn(time, piece)
+        if out is None:
+            out = part if piece is records else list(part)
+        else:
+            out.extend(part)
         done += len(piece)
-        if ended > deadline:
-            break
-        size *= 2
-    return out, done
+    return out if out is not None else [], done
 
 
 @attach(Stream.map)
 def map_stream(stream: Stream, fn: Callable[[Any], Any], name: str = "Map") -> Stream:
-    """Apply ``fn`` to every record; ``map`` runs the loop in C, so ``fn`` is the only call."""
-    return per_batch(stream, lambda _time, records: list(map(fn, records)), name)
+    """Apply ``fn`` to every record; ``map`` runs the loop in C, so ``fn`` is the only call.
+
+    The stream is chained: with the ``map``, ``filter`` and ``flat_map`` after it (and
+    before it) it runs as one operator (see :mod:`operators.fused`).
+    """
+    return chained(stream, Stage(MAP, fn, name))
 
 
 @attach(Stream.evaluate)

@@ -68,6 +68,15 @@ class Stream:
         self.source = source
         self.tee = tee
 
+    def read_by(self, reader: Callable[[Source, Tee], None]) -> None:
+        """Wire a reader of this stream: ``reader(source, tee)`` connects an operator input.
+
+        At once here. A stream of a fused ``map``/``filter``/``flat_map`` chain
+        (:class:`~operators.fused.Chained`) calls it once its chain's operator is built, when
+        every reader of every stream of the chain is known.
+        """
+        reader(self.source, self.tee)
+
     def connect_loop(self, handle: LoopEnd) -> None:
         """Feed this stream into the feedback ``handle`` made by ``scope.feedback``."""
         handle.connect(self)

@@ -25,6 +25,7 @@ from typing import Any
 
 import operators.graph.ops  # noqa: F401 - registers the built-in operators
 from operators.graph.cel import MAX_RECORD_BYTES, Expression, ExpressionError, compile_expression
+from operators.graph.fusion import build_fused, find_chains
 from operators.graph.node import GraphContext, NodeBuilder, RecordErrors
 from operators.graph.registry import (
     CATALOGUE,
@@ -124,6 +125,9 @@ class Plan:
     outputs_of: dict[str, int]
     expressions: dict[str, dict[str, Expression]]
     errors: RecordErrors = field(default_factory=RecordErrors)
+    chains: list[list[str]] = field(default_factory=list)
+    """Runs of ``map``/``filter``/``flat_map`` nodes built as one operator each
+    (:mod:`operators.graph.fusion`); empty: every node is its own."""
 
     def describe(self) -> dict[str, Any]:
         """The compiled plan as JSON (for ``dry_run``): order, ports and generated code."""
@@ -139,7 +143,7 @@ class Plan:
         }
 
     def _describe_node(self, name: str) -> dict[str, Any]:
-        return {
+        described = {
             "op": self.spec.nodes[name].op,
             "scope": self.spec.nodes[name].scope,
             "inputs": [f"{n}:{p}" for n, p in self.inputs_of[name]],
@@ -149,6 +153,10 @@ class Plan:
                 for param, e in self.expressions.get(name, {}).items()
             },
         }
+        chain = next((chain for chain in self.chains if name in chain), None)
+        if chain is not None:
+            described["fused"] = chain  # the nodes this one runs in one operator with
+        return described
 
     def spans_times(self) -> bool:
         """Whether an operator of the graph makes output at other times than its input's."""
@@ -167,21 +175,29 @@ class Plan:
         """
         built = BuiltGraph({}, self._build_scopes(root))
         loops: dict[str, Connect] = {}
+        chains = {chain[0]: chain for chain in self.chains}
+        fused = {name for chain in self.chains for name in chain[1:]}
         for name in self.order:
+            if name in fused:
+                continue  # built with the first node of its chain
             kind = CATALOGUE[self.spec.nodes[name].op]
             scope = built.scopes[self.spec.nodes[name].scope]
             first = scope.builder.reserved
-            if kind.build_loop is not None:
+            if name in chains:  # the operator is the first node's; each node has a port of it
+                nodes = [self._node(n, [], built, context) for n in chains[name]]
+                build_fused(nodes, self._inputs(name, built), built)
+            elif kind.build_loop is not None:
                 node = self._node(name, [], built, context)
                 built.streams[name], loops[name] = kind.build_loop(node)
             else:
                 node = self._node(name, self._inputs(name, built), built, context)
                 built.streams[name] = kind.build_node(node)
-            built.own(scope, first, name)
             for port, stream in enumerate(built.streams[name]):
+                # (Before ``own``: reading ``source`` builds a fused library chain's operator.)
                 built.sources.setdefault(
                     (stream.scope.builder.path, stream.source), f"{name}:{port}"
                 )
+            built.own(scope, first, name)
         for name, connect in loops.items():
             scope = built.scopes[self.spec.nodes[name].scope]
             first = scope.builder.reserved
@@ -288,7 +304,9 @@ def compile_graph(spec: GraphSpec, record_bytes: int = MAX_RECORD_BYTES) -> Plan
         problems.extend(_check_cycles(spec, inputs_of))
     if problems:
         raise GraphError(problems)
-    return Plan(spec, _build_order(spec, inputs_of), inputs_of, outputs_of, expressions)
+    order = _build_order(spec, inputs_of)
+    chains = find_chains(spec, inputs_of)
+    return Plan(spec, order, inputs_of, outputs_of, expressions, chains=chains)
 
 
 def _kind_of(node: NodeSpec, problems: list[Problem]) -> OpKind | None:

@@ -155,6 +155,7 @@ class SubgraphBuilder:
         # Activations that arrive before ``build`` (records pushed at construction time)
         # are remembered here and replayed.
         self._early: set[int] = set()
+        self._before_build: list[Callable[[], None]] = []
 
     # ------------------------------------------------------------------ construction
 
@@ -172,6 +173,15 @@ class SubgraphBuilder:
     def child(self, index: int) -> Operate | SubgraphBuilder | None:
         """The operator placed at child ``index`` (a nested scope is its builder)."""
         return self._children[index]
+
+    def before_build(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` when :meth:`build` starts, before any child is built.
+
+        For construction left to finish until every operator of the scope is known (the
+        operator layer builds fused ``map``/``filter`` chains nobody consumed there). The
+        callbacks run last registered first, as ``atexit``'s do, and may add operators.
+        """
+        self._before_build.append(callback)
 
     def add_edge(self, source: Source, target: Target) -> None:
         """Record an edge for progress tracking (the data path is wired separately)."""
@@ -275,6 +285,9 @@ class SubgraphBuilder:
 
     def build(self) -> Subgraph:
         """Finish the scope (and every scope nested in it) and return it as an operator."""
+        callbacks, self._before_build = self._before_build, []
+        for callback in reversed(callbacks):
+            callback()
         children: list[Operate | None] = [None]
         for index, child in enumerate(self._children[1:], start=1):
             if child is None:

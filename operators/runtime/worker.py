@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable, Hashable
+import gc
+from collections.abc import Awaitable, Callable, Hashable, Iterator
 from time import perf_counter
 from typing import Any, TypeVar
 
@@ -371,6 +372,40 @@ async def execute(
     raise AssertionError("the fabric's failure completed without an error")
 
 
+GC_GEN0_THRESHOLD = 50_000
+"""Allocations between collections of the youngest generation while :func:`run` runs."""
+
+
+@contextlib.contextmanager
+def collecting_rarely() -> Iterator[None]:
+    """Tune the cyclic garbage collector for running dataflows, and restore it afterwards.
+
+    Every batch allocates thousands of short-lived objects (the records an operator makes,
+    the lists it sends): at the default gen-0 threshold (700) the collector runs every few
+    hundred records and walks them, 10-16% of a keyed pipeline's time. Inside, what existed
+    before is frozen out of collections (``gc.freeze``: the program's own data, often large,
+    lives on) and the gen-0 threshold is :data:`GC_GEN0_THRESHOLD`, as the server does;
+    afterwards the objects are unfrozen and the thresholds restored. A program that manages
+    the collector itself (it is disabled, or objects are frozen already) is left alone.
+    """
+    if not gc.isenabled() or gc.get_freeze_count():
+        yield
+        return
+    thresholds = gc.get_threshold()
+    gc.freeze()
+    gc.set_threshold(GC_GEN0_THRESHOLD, 20, 20)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*thresholds)
+        gc.unfreeze()
+
+
 def run(fn: Callable[[Worker], Awaitable[R]], workers: int = 1) -> list[R]:
-    """Blocking entry point: run :func:`execute` on a fresh uvloop event loop."""
-    return uvloop.run(execute(fn, workers))
+    """Blocking entry point: run :func:`execute` on a fresh uvloop event loop.
+
+    While it runs, the garbage collector is tuned for dataflows (:func:`collecting_rarely`),
+    and restored when it returns.
+    """
+    with collecting_rarely():
+        return uvloop.run(execute(fn, workers))

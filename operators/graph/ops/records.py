@@ -1,12 +1,14 @@
 """Operators that work record by record: transform, filter, route, re-key.
 
-``map``, ``flat_map`` and ``filter`` run their expression as one comprehension per batch;
+``map``, ``flat_map`` and ``filter`` run their expression as one comprehension per batch
+(consecutive ones as one operator: :data:`BATCH_FORMS`, :mod:`operators.graph.fusion`);
 ``exchange`` (and its other name ``key_by``) moves records to the worker their key hashes to;
 ``partition`` and ``branch`` send each record to the output port its expression names.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from itertools import chain
 from operator import itemgetter
 from typing import Any
@@ -17,8 +19,13 @@ from operators.graph.registry import ON_ERROR, OpKind, Param, builtin
 from operators.stream import Stream
 
 
+def map_batch(node: NodeBuilder) -> Callable[[list[Any]], list[Any]]:
+    """A ``map`` node as a function of a batch, under its error policy."""
+    return node.batched("expr", "map")
+
+
 def _map(node: NodeBuilder) -> list[Stream]:
-    return [node.inputs[0].evaluate(node.batched("expr", "map"))]
+    return [node.inputs[0].evaluate(map_batch(node))]
 
 
 builtin(
@@ -26,10 +33,15 @@ builtin(
 )
 
 
-def _flat_map(node: NodeBuilder) -> list[Stream]:
+def flat_map_batch(node: NodeBuilder) -> Callable[[list[Any]], list[Any]]:
+    """A ``flat_map`` node as a function of a batch, under its error policy."""
     values = node.batched("expr", "map")
     name, policy, errors = node.name, node.policy, node.errors
-    return [node.inputs[0].evaluate(lambda rs: _flatten(values(rs), name, policy, errors))]
+    return lambda rs: _flatten(values(rs), name, policy, errors)
+
+
+def _flat_map(node: NodeBuilder) -> list[Stream]:
+    return [node.inputs[0].evaluate(flat_map_batch(node))]
 
 
 def _flatten(values: list[Any], node: str, policy: str, errors: RecordErrors) -> list[Any]:
@@ -64,8 +76,13 @@ builtin(
 )
 
 
+def filter_batch(node: NodeBuilder) -> Callable[[list[Any]], list[Any]]:
+    """A ``filter`` node as a function of a batch, under its error policy."""
+    return node.batched("expr", "filter")
+
+
 def _filter(node: NodeBuilder) -> list[Stream]:
-    return [node.inputs[0].evaluate(node.batched("expr", "filter"))]
+    return [node.inputs[0].evaluate(filter_batch(node))]
 
 
 builtin(
@@ -77,6 +94,14 @@ builtin(
         build=_filter,
     )
 )
+
+BATCH_FORMS: dict[str, Callable[[NodeBuilder], Callable[[list[Any]], list[Any]]]] = {
+    "map": map_batch,
+    "filter": filter_batch,
+    "flat_map": flat_map_batch,
+}
+"""The operators whose nodes are a function of each batch, record by record, by op: what
+the compiler fuses when they follow one another (:mod:`operators.graph.fusion`)."""
 
 
 def _exchange(node: NodeBuilder) -> list[Stream]:
