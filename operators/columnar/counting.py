@@ -201,7 +201,6 @@ def _as_columns(batch: Batch) -> Columns:
     return batch if isinstance(batch, Columns) else Columns.of(record_batch(batch, "merge"))
 
 
-@attach(Stream.aggregate_columns)
 def aggregate_columns(
     stream: Stream,
     keys: str | Sequence[str],
@@ -251,6 +250,10 @@ def aggregate_columns(
         return columns(merged)
 
     return _merged(stream, (partial, combine, finish), (field_key(names), names), name)
+
+
+# Attached, not decorated: code calling it with ``name`` calls this function (see ``attach``).
+attach(Stream.aggregate_columns)(aggregate_columns)
 
 
 def _specs(

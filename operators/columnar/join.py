@@ -56,7 +56,6 @@ class _Side:
 _Stash = dict[Hashable, _Side]
 
 
-@attach(Stream.join_columns)
 def join_columns(
     left: Stream,
     other: Stream,
@@ -93,6 +92,10 @@ def join_columns(
 
     builder.build_reactive(constructor, Interest.ALWAYS)
     return result
+
+
+# Attached, not decorated: code calling it with ``name`` calls this function (see ``attach``).
+attach(Stream.join_columns)(join_columns)
 
 
 def _take(

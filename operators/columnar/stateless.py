@@ -105,7 +105,6 @@ def _unchanged(_time: Hashable, batch: Batch) -> Batch:
     return batch
 
 
-@attach(Stream.exchange_columns)
 def exchange_columns(
     stream: Stream,
     keys: str | Sequence[str] | Callable[[Columns], pa.Array],
@@ -128,3 +127,7 @@ def exchange_columns(
         column_key = names
         by_row = row_key or field_key(names)
     return each_batch(stream, _unchanged, name, exchange=by_row, key=column_key)
+
+
+# Attached, not decorated: code calling it with ``name`` calls this function (see ``attach``).
+attach(Stream.exchange_columns)(exchange_columns)

@@ -25,8 +25,10 @@ from typing import Any
 
 import operators.graph.ops  # noqa: F401 - registers the built-in operators
 from operators.graph.cel import MAX_RECORD_BYTES, Expression, ExpressionError, compile_expression
+from operators.graph.columnar import Typing, plan_columns
 from operators.graph.fusion import build_fused, find_chains
 from operators.graph.node import GraphContext, NodeBuilder, RecordErrors
+from operators.graph.ops.columnar import BUILDS as COLUMNAR_BUILDS
 from operators.graph.registry import (
     CATALOGUE,
     Connect,
@@ -128,6 +130,9 @@ class Plan:
     chains: list[list[str]] = field(default_factory=list)
     """Runs of ``map``/``filter``/``flat_map`` nodes built as one operator each
     (:mod:`operators.graph.fusion`); empty: every node is its own."""
+    typing: Typing = field(default_factory=Typing)
+    """Which nodes run on columns, and the Arrow type of each typed stream
+    (:mod:`operators.graph.columnar`)."""
 
     def describe(self) -> dict[str, Any]:
         """The compiled plan as JSON (for ``dry_run``): order, ports and generated code."""
@@ -156,6 +161,7 @@ class Plan:
         chain = next((chain for chain in self.chains if name in chain), None)
         if chain is not None:
             described["fused"] = chain  # the nodes this one runs in one operator with
+        described.update(self.typing.describe(name))
         return described
 
     def spans_times(self) -> bool:
@@ -191,7 +197,13 @@ class Plan:
                 built.streams[name], loops[name] = kind.build_loop(node)
             else:
                 node = self._node(name, self._inputs(name, built), built, context)
-                built.streams[name] = kind.build_node(node)
+                columnar = COLUMNAR_BUILDS.get(node.op) if node.columnar is not None else None
+                if columnar is not None:
+                    assert node.columnar is not None
+                    record = node.types if node.op == "join" else node.types[0]
+                    built.streams[name] = columnar(node, node.columnar, record)
+                else:
+                    built.streams[name] = kind.build_node(node)
             for port, stream in enumerate(built.streams[name]):
                 # (Before ``own``: reading ``source`` builds a fused library chain's operator.)
                 built.sources.setdefault(
@@ -245,6 +257,8 @@ class Plan:
             context=context,
             expressions=self.expressions.get(name, {}),
             errors=self.errors,
+            columnar=self.typing.columnar(name),
+            types=[self.typing.types.get(source) for source in self.inputs_of[name]],
         )
 
 
@@ -276,13 +290,16 @@ def _move(stream: Stream, target: Any, scopes: dict[str | None, Any], spec: Grap
 # --------------------------------------------------------------------------- checking
 
 
-def compile_graph(spec: GraphSpec, record_bytes: int = MAX_RECORD_BYTES) -> Plan:
+def compile_graph(
+    spec: GraphSpec, record_bytes: int = MAX_RECORD_BYTES, columnar: bool = True
+) -> Plan:
     """Check everything about ``spec`` and compile its expressions.
 
     Nodes are checked first (operators, parameters, expressions, placement), then edges
     (ports), then that every input port is connected; cycles only once all that is right.
     ``record_bytes`` is the largest record the server takes (its ``max_record_bytes``): the
-    expressions' cost is estimated for it.
+    expressions' cost is estimated for it. With ``columnar`` false, every node runs by rows
+    (the row path, which the columnar one must match record for record).
 
     Raises:
         GraphError: listing every problem found, each with a JSON pointer.
@@ -305,8 +322,10 @@ def compile_graph(spec: GraphSpec, record_bytes: int = MAX_RECORD_BYTES) -> Plan
     if problems:
         raise GraphError(problems)
     order = _build_order(spec, inputs_of)
-    chains = find_chains(spec, inputs_of)
-    return Plan(spec, order, inputs_of, outputs_of, expressions, chains=chains)
+    typing = plan_columns(spec, order, inputs_of, expressions, enabled=columnar)
+    on_columns = {name for name in order if typing.columnar(name) is not None}
+    chains = find_chains(spec, inputs_of, on_columns)
+    return Plan(spec, order, inputs_of, outputs_of, expressions, chains=chains, typing=typing)
 
 
 def _kind_of(node: NodeSpec, problems: list[Problem]) -> OpKind | None:

@@ -17,7 +17,7 @@ named at its first node, and a route through the chain names that node only (see
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 from typing import Protocol
 
 from operators.fused import BATCH, Stage, build_chain
@@ -31,8 +31,12 @@ Inputs = dict[str, list[tuple[str, int]]]
 """Per node, per input port in order, the ``(node, output port)`` feeding it."""
 
 
-def find_chains(spec: GraphSpec, inputs_of: Inputs) -> list[list[str]]:
+def find_chains(
+    spec: GraphSpec, inputs_of: Inputs, on_columns: Set[str] = frozenset()
+) -> list[list[str]]:
     """The graph's chains of two or more nodes, each in order, by their first node's place.
+
+    Nodes ``on_columns`` (run on columns, one pyarrow call per batch) are in no chain.
 
     >>> from operators.graph.spec import parse_graph
     >>> graph = parse_graph({
@@ -46,11 +50,12 @@ def find_chains(spec: GraphSpec, inputs_of: Inputs) -> list[list[str]]:
     follower: dict[str, str] = {}
     for name, node in spec.nodes.items():
         sources = inputs_of.get(name, [])
-        if node.op not in BATCH_FORMS or len(sources) != 1:
+        if node.op not in BATCH_FORMS or len(sources) != 1 or name in on_columns:
             continue
         above, port = sources[0]
         fused = (
             spec.nodes[above].op in BATCH_FORMS
+            and above not in on_columns
             and port == 0
             and readers[(above, 0)] == 1
             and spec.nodes[above].scope == node.scope

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
 from operators.graph.cel import EvaluationError, Expression, hashable
+from operators.graph.columnar import OnColumns
 from operators.stream import Stream
 
 
@@ -35,6 +36,17 @@ class RecordErrors:
         """Count one failed record at ``node``."""
         self.counts[node] = self.counts.get(node, 0) + 1
         self.last[node] = str(error)
+
+    def record_many(self, node: str, count: int, last: str) -> None:
+        """Count ``count`` failed records at ``node`` (a batch's), ``last`` the last's message.
+
+        >>> errors = RecordErrors()
+        >>> errors.record_many("n", 3, "division by zero")
+        >>> errors.counts, errors.last
+        ({'n': 3}, {'n': 'division by zero'})
+        """
+        self.counts[node] = self.counts.get(node, 0) + count
+        self.last[node] = last
 
 
 class GraphContext(Protocol):
@@ -134,6 +146,10 @@ class NodeBuilder:
     context: GraphContext
     expressions: Mapping[str, Expression]
     errors: RecordErrors
+    columnar: OnColumns | None = None
+    """The node's columnar form, if the plan runs it on columns (:mod:`..columnar`)."""
+    types: Sequence[Any] = ()
+    """Its inputs' Arrow types, in port order, where it runs on columns."""
 
     @property
     def policy(self) -> str:

@@ -164,13 +164,23 @@ def test_describe_is_the_plan_as_json() -> None:
         "outputs": ["out"],
         "order": ["in", "twice", "big", "out"],
         "nodes": {
-            "in": {"op": "input", "scope": None, "inputs": [], "outputs": 1, "expressions": {}},
+            "in": {
+                "op": "input",
+                "scope": None,
+                "inputs": [],
+                "outputs": 1,
+                "expressions": {},
+                "runs": "rows",
+                "why": "the input has no schema",
+            },
             "twice": {
                 "op": "map",
                 "scope": None,
                 "inputs": ["in:0"],
                 "outputs": 1,
                 "expressions": {"expr": {"source": "r * 2", "python": twice.python, "type": "int"}},
+                "runs": "rows",
+                "why": UNTYPED,
             },
             "big": {
                 "op": "filter",
@@ -178,6 +188,8 @@ def test_describe_is_the_plan_as_json() -> None:
                 "inputs": ["twice:0"],
                 "outputs": 1,
                 "expressions": {"expr": {"source": "r > 10", "python": big.python, "type": "bool"}},
+                "runs": "rows",
+                "why": UNTYPED,
             },
             "out": {
                 "op": "output",
@@ -185,10 +197,15 @@ def test_describe_is_the_plan_as_json() -> None:
                 "inputs": ["big:0"],
                 "outputs": 0,
                 "expressions": {},
+                "runs": "rows",
+                "why": UNTYPED,
             },
         },
     }
     assert list(plan.describe()["nodes"]) == plan.order
+
+
+UNTYPED = "its input is not typed (no schema reaches it)"
 
 
 @pytest.mark.parametrize(

@@ -58,8 +58,8 @@ import pyarrow.compute as pc
 from operators.graph.cel.codegen import _Compiler
 from operators.graph.cel.core import EvaluationError, Expression
 from operators.graph.cel.lexer import _Lexer
-from operators.graph.cel.syntax import _Node, _Parser
-from operators.graph.cel.vector.build import Builder
+from operators.graph.cel.syntax import _Binary, _Ident, _Node, _Parser
+from operators.graph.cel.vector.build import Builder, _names
 from operators.graph.cel.vector.values import (
     BOOL,
     Compiled,
@@ -72,7 +72,7 @@ from operators.graph.cel.vector.values import (
 )
 from operators.runtime.containers import Columns
 
-__all__ = ["NotVectorized", "VectorExpression", "compile_vector"]
+__all__ = ["NotVectorized", "VectorExpression", "compile_added", "compile_vector"]
 
 _UNLIMITED: Final = 1 << 30
 """Limits for parsing again an expression already checked within its own."""
@@ -246,6 +246,50 @@ def compile_vector(
     except NotVectorizedError as error:
         return NotVectorized(error.reason)
     return VectorExpression(expression, chosen, compiled)
+
+
+def compile_added(
+    fold: Expression, types: Mapping[str, pa.DataType], accumulator: str = "acc"
+) -> VectorExpression | NotVectorized:
+    """A fold ``acc + E`` (``E`` not reading ``acc``): ``E``'s vector form, what each row adds.
+
+    A sum fold, recognized: folding rows into ``acc`` one by one adds up their ``E``, which
+    a columnar sum computes in one kernel. The result evaluates ``E`` only; it is given a
+    column for every variable of ``fold``, ``acc`` included (its values unread), so its
+    :meth:`~VectorExpression.messages` are the row backend's for the whole fold.
+
+    >>> from operators.graph.cel import compile_expression
+    >>> fold = compile_expression("acc + r.n * 2", ("acc", "r"))
+    >>> added = compile_added(fold, {"acc": pa.int64(), "r": pa.struct([("n", pa.int64())])})
+    >>> added.evaluate(pa.array([0, 0]), pa.array([{"n": 1}, {"n": 5}]))[0].to_pylist()
+    [2, 10]
+    >>> print(compile_added(compile_expression("acc * r", ("acc", "r")), {}))
+    not vectorized: the fold is not acc + <an expression of the record>
+    """
+    tree, compiler = _analysed(fold)
+    adds = (
+        isinstance(tree, _Binary)
+        and tree.op == "+"
+        and isinstance(tree.left, _Ident)
+        and tree.left.name == accumulator
+        and accumulator not in _names(tree.right)
+    )
+    if not adds:
+        return NotVectorized(f"the fold is not {accumulator} + <an expression of the record>")
+    assert isinstance(tree, _Binary)
+    missing = [name for name in fold.variables if name not in types]
+    if missing:
+        raise ValueError(f"no Arrow type for the variables {missing}")
+    chosen = {name: types[name] for name in fold.variables}
+    shapes = {name: shape_of(arrow) for name, arrow in chosen.items()}
+    programs = {text: program for text, (_name, program) in compiler.patterns.items()}
+    counted, probed = compiler.counts_per_element, frozenset(compiler.probed)
+    builder = Builder(shapes, compiler.types, programs, fold.max_steps, counted, probed)
+    try:
+        compiled = builder.node(tree.right)
+    except NotVectorizedError as error:
+        return NotVectorized(error.reason)
+    return VectorExpression(fold, chosen, compiled)
 
 
 def _analysed(expression: Expression) -> tuple[_Node, _Compiler]:
