@@ -185,6 +185,7 @@ def dataflow_json(view: DataflowView) -> dict[str, Any]:
     result["record_errors"] = {
         node: {"count": e.count, "last": e.last} for node, e in view.record_errors.items()
     }
+    result["execution"] = view.execution
     return result
 
 

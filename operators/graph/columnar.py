@@ -93,6 +93,10 @@ SCALAR_KEYS = ("int64", "uint64", "double", "string", "bool")
 FORWARDERS = frozenset({"inspect", "output", "count"})
 """Operators that pass a batch on (or count its length) without looking at a record."""
 
+SAME_RECORDS = frozenset({"filter", "exchange", "key_by", "inspect"})
+"""Operators whose records out are records in: run by rows, their output is still typed
+(a later node on columns takes their lists as columns of that type, once per batch)."""
+
 
 def plan_columns(
     spec: GraphSpec,
@@ -126,6 +130,8 @@ def plan_columns(
             mode, types = ByRows(_UNTYPED), []
         else:
             mode, types = rule(node, found, expressions.get(name, {}))
+        if isinstance(mode, ByRows) and node.op in SAME_RECORDS and found and found[0]:
+            types = found[:1]  # by rows, but the records are the input's: still typed
         typing.modes[name] = mode
         for port, arrow in enumerate(types):
             if arrow is not None:

@@ -208,3 +208,51 @@ def _parse_type(value: Any, pointer: str, problems: Problems, depth: int) -> Fie
 
 
 __all__ = ["MAX_DEPTH", "MAX_FIELDS", "SCALARS", "Field", "FieldType", "Schema", "parse_schema"]
+
+
+def schema_of(arrow: pa.DataType) -> Schema | None:
+    """The schema whose records have the Arrow struct type ``arrow`` (``None``: none has).
+
+    What a typed stream's records are, in the schema language: a struct of fields the
+    language can say (its scalars, lists and objects, nullability kept); any other type
+    (not a struct, or a field of a type the language has no name for) has no schema.
+
+    >>> import pyarrow as pa
+    >>> schema_of(pa.struct([("key", pa.string()), ("n", pa.int64())])).describe()
+    {'key': 'string?', 'n': 'int64?'}
+    >>> schema_of(pa.int64()) is None
+    True
+    """
+    import pyarrow as pa
+
+    if not pa.types.is_struct(arrow):
+        return None
+    fields = _fields_of(arrow)
+    return None if fields is None else Schema(fields)
+
+
+def _fields_of(arrow: pa.StructType) -> tuple[Field, ...] | None:
+    fields = []
+    for index in range(arrow.num_fields):
+        found = arrow.field(index)
+        kind = _type_of(found.type, found.nullable)
+        if kind is None:
+            return None
+        fields.append(Field(found.name, kind))
+    return tuple(fields)
+
+
+def _type_of(arrow: pa.DataType, nullable: bool) -> FieldType | None:
+    import pyarrow as pa
+
+    names = {pa.int64(): "int64", pa.uint64(): "uint64", pa.float64(): "float64"}
+    names.update({pa.string(): "string", pa.bool_(): "bool"})
+    if arrow in names:
+        return FieldType(names[arrow], nullable)
+    if pa.types.is_list(arrow):
+        item = _type_of(arrow.value_type, arrow.value_field.nullable)
+        return None if item is None else FieldType("list", nullable, item)
+    if pa.types.is_struct(arrow):
+        fields = _fields_of(arrow)
+        return None if fields is None else FieldType("object", nullable, fields=fields)
+    return None

@@ -150,7 +150,7 @@ class Dataflow:
             limits.output_retention_bytes,
             self.env.sizer,
             self,
-            output_schema(self.plan.spec, name),
+            output_schema(self.plan, name),
         )
         return log
 

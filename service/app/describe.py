@@ -76,6 +76,7 @@ def describe(
             for node, n in dataflow.plan.errors.counts.items()
         },
         operator_frontiers(dataflow) if operators else None,
+        {node: dataflow.plan.typing.describe(node) for node in dataflow.plan.order},
     )
 
 

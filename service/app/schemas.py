@@ -1,44 +1,23 @@
 """Which records of a dataflow are typed: the schemas of its outputs.
 
 An input with a schema (:mod:`operators.graph.schema`) sends its records as Arrow columns
-of that struct type; an output they reach unchanged keeps them so, and Arrow readers get
-them as typed columns.
+of that struct type, and the compiler follows the types through the graph
+(:mod:`operators.graph.columnar`): an output fed by a stream of a known struct type keeps
+its records so, and Arrow readers get them as typed columns.
 """
 
 from __future__ import annotations
 
-from operators.graph import GraphSpec
-from operators.graph.schema import Schema
-
-FORWARDING = frozenset({"inspect", "concat", "exchange"})
-"""Operators that pass their input's records on unchanged: a typed input's records stay of
-its type through them."""
+from operators.graph import Plan
+from operators.graph.schema import Schema, schema_of
 
 
-def output_schema(spec: GraphSpec, name: str) -> Schema | None:
-    """The schema of output ``name``'s records (``None``: untyped, or not known here).
+def output_schema(plan: Plan, name: str) -> Schema | None:
+    """The schema of output ``name``'s records (``None``: untyped).
 
-    An output is typed when typed inputs of one schema feed it through operators that
-    forward. Until the compiler says what type each operator makes, only these outputs are typed.
+    An output is typed when the stream feeding it is of a struct type the schema language
+    can say: a typed input's, or what the nodes in between make of it, as the plan knows.
     """
-    feeding: dict[str, list[str]] = {}
-    for edge in spec.edges:
-        feeding.setdefault(edge.target.node, []).append(edge.source.node)
-    schemas: set[Schema] = set()
-    seen: set[str] = set()
-    pending = list(feeding.get(name, ()))
-    while pending:
-        node = pending.pop()
-        if node in seen:
-            continue
-        seen.add(node)
-        found = spec.nodes.get(node)
-        if found is None:
-            return None
-        if found.op == "input" and found.schema is not None:
-            schemas.add(found.schema)
-        elif found.op in FORWARDING:
-            pending.extend(feeding.get(node, ()))
-        else:
-            return None
-    return schemas.pop() if len(schemas) == 1 else None
+    sources = plan.inputs_of.get(name, [])
+    arrow = plan.typing.types.get(sources[0]) if len(sources) == 1 else None
+    return None if arrow is None else schema_of(arrow)

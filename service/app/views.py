@@ -121,6 +121,9 @@ class DataflowView:
     record_errors: dict[str, RecordErrors]
     operators: dict[str, OperatorState] | None = None
     """Per node, when asked for (``None`` otherwise)."""
+    execution: dict[str, dict[str, str]] = field(default_factory=dict)
+    """Per node, how it runs: ``{"runs": "columns" | "rows"}``, with ``"how"`` or ``"why"``
+    (:meth:`operators.graph.columnar.Typing.describe`)."""
 
 
 @dataclass(frozen=True, slots=True)
