@@ -400,3 +400,53 @@ async def test_a_process_with_another_secret_is_refused_at_start_up(cluster: Any
     assert any("process 0 (127.0.0.1:" in log for log in logs) or all(
         "the cluster secret does not match" in log for log in logs
     ), logs
+
+
+# --------------------------------------------------------------------------- typed inputs
+
+TYPED_COUNT = {
+    "nodes": {
+        "rows": {"op": "input", "schema": {"key": "string", "value": "int64"}},
+        "scaled": {"op": "map", "expr": '{"key": r.key, "v": 10 / r.value}'},
+        "counted": {"op": "count_by", "key": "r.key"},
+        "out": {"op": "output"},
+    },
+    "edges": [["rows", "scaled"], ["scaled", "counted"], ["counted", "out"]],
+}
+
+
+async def test_a_typed_graph_runs_on_columns_across_the_cluster(cluster: Any) -> None:
+    servers = cluster(2, workers=2)
+    ready(servers)
+    push = servers[1 - holder(2, 2, "rows")]  # relayed to the holder
+    async with AsyncClient(push.url) as client:
+        df = (await client.create_dataflow(TYPED_COUNT, "typed"))["id"]
+        session = await client.session(df, "rows")
+        records = [[0, {"key": k, "value": v}] for k, v in [("a", 1), ("b", 0), ("a", 2)]]
+        records += [[0, {"key": f"k{i % 5}", "value": i + 1}] for i in range(100)]
+        assert (await session.push(records))["applied"] == 103
+        await session.advance(1)
+    deadline = time.monotonic() + 10
+    failed = []
+    for server in servers:
+        async with AsyncClient(server.url) as reader:
+            while True:
+                shown = await reader.dataflow(df, operators=False)
+                if shown["outputs"]["out"]["frontier"] == [1]:
+                    break
+                assert time.monotonic() < deadline, shown
+                await asyncio.sleep(0.05)
+            assert {node: how["runs"] for node, how in shown["execution"].items()} == {
+                "rows": "columns",
+                "scaled": "columns",
+                "counted": "columns",
+                "out": "columns",
+            }
+            failed.append(shown["record_errors"])
+            read = [(t, sorted(r, key=by_key)) async for t, r in reader.times(df, "out")]
+            expected = [{"key": "a", "count": 2}] + [
+                {"key": f"k{i}", "count": 20} for i in range(5)
+            ]
+            assert read == [(0, expected)]
+    # Each process counts what its workers dropped: one division by zero, where the input is.
+    assert sorted(failed, key=len) == [{}, {"scaled": {"count": 1, "last": "division by zero"}}]
