@@ -232,17 +232,24 @@ def compile_vector(
     Raises:
         ValueError: A variable of the expression has no type.
     """
+    tree, compiler = _analysed(expression)
+    return _built(expression, types, tree, compiler)
+
+
+def _built(
+    expression: Expression, types: Mapping[str, pa.DataType], node: _Node, compiler: _Compiler
+) -> VectorExpression | NotVectorized:
+    """``node`` (the expression's tree, or a part of it) compiled to kernels on columns."""
     missing = [name for name in expression.variables if name not in types]
     if missing:
         raise ValueError(f"no Arrow type for the variables {missing}")
-    tree, compiler = _analysed(expression)
     chosen = {name: types[name] for name in expression.variables}
     shapes = {name: shape_of(arrow) for name, arrow in chosen.items()}
     programs = {text: program for text, (_name, program) in compiler.patterns.items()}
     counted, probed = compiler.counts_per_element, frozenset(compiler.probed)
     builder = Builder(shapes, compiler.types, programs, expression.max_steps, counted, probed)
     try:
-        compiled = builder.node(tree)
+        compiled = builder.node(node)
     except NotVectorizedError as error:
         return NotVectorized(error.reason)
     return VectorExpression(expression, chosen, compiled)
@@ -277,19 +284,7 @@ def compile_added(
     if not adds:
         return NotVectorized(f"the fold is not {accumulator} + <an expression of the record>")
     assert isinstance(tree, _Binary)
-    missing = [name for name in fold.variables if name not in types]
-    if missing:
-        raise ValueError(f"no Arrow type for the variables {missing}")
-    chosen = {name: types[name] for name in fold.variables}
-    shapes = {name: shape_of(arrow) for name, arrow in chosen.items()}
-    programs = {text: program for text, (_name, program) in compiler.patterns.items()}
-    counted, probed = compiler.counts_per_element, frozenset(compiler.probed)
-    builder = Builder(shapes, compiler.types, programs, fold.max_steps, counted, probed)
-    try:
-        compiled = builder.node(tree.right)
-    except NotVectorizedError as error:
-        return NotVectorized(error.reason)
-    return VectorExpression(fold, chosen, compiled)
+    return _built(fold, types, tree.right, compiler)
 
 
 def _analysed(expression: Expression) -> tuple[_Node, _Compiler]:
