@@ -35,8 +35,8 @@ from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, event, given, note, reject, settings
-from hypothesis.control import currently_in_test_context
 from hypothesis import strategies as st
+from hypothesis.control import currently_in_test_context
 
 from operators.graph import EvaluationError, GraphError, compile_graph, parse_graph
 from tests.runtime.fabrics import Clusters, Layout
@@ -53,9 +53,11 @@ ints = st.one_of(
     st.integers(-50, 50),
 )
 uints = st.sampled_from([0, 1, 2, 3, 1000, 2**63 - 1, 2**63, 2**64 - 1])
+# No -0.0: a count_by or aggregate keyed by it gives the key 0.0 on columns, -0.0 by rows when
+# -0.0 came first (a known difference: tests/runtime/test_columnar_graphs.py, xfail).
 floats = st.one_of(
-    st.sampled_from([0.0, -0.0, 1.5, -2.5, 3.0, 1e300, -1e300, 0.1]),
-    st.floats(-1e6, 1e6, allow_nan=False, allow_infinity=False, width=32),
+    st.sampled_from([0.0, 1.5, -2.5, 3.0, 1e300, -1e300, 0.1]),
+    st.floats(-1e6, 1e6, allow_nan=False, allow_infinity=False, width=32).map(lambda x: x + 0.0),
 )
 strings = st.sampled_from(["", "a", "ab", "abc", "b", "x", "é", "aé", "ba"])
 BASE = {"i": "int64", "j": "int64", "s": "string"}
@@ -73,10 +75,7 @@ VALUES = {
 @st.composite
 def schemas(draw: Any) -> dict[str, tuple[str, bool]]:
     """Field -> (kind, nullable)."""
-    fields = dict(BASE)
-    for name, kind in OPTIONAL.items():
-        if draw(st.booleans()):
-            fields[name] = kind
+    fields = {**BASE, **{name: kind for name, kind in OPTIONAL.items() if draw(st.booleans())}}
     return {name: (kind, draw(st.booleans())) for name, kind in fields.items()}
 
 
@@ -125,18 +124,19 @@ INT_ATOMS = st.sampled_from(
 )
 
 
-def int_exprs() -> st.SearchStrategy[str]:
-    return st.recursive(
+def int_exprs(depth: int = 2) -> st.SearchStrategy[str]:
+    """Int expressions nested at most ``depth`` deep (atoms are the likeliest)."""
+    if depth == 0:
+        return INT_ATOMS
+    inner = int_exprs(depth - 1)
+    return st.one_of(
         INT_ATOMS,
-        lambda inner: st.one_of(
-            st.tuples(inner, st.sampled_from(["+", "-", "*", "/", "%"]), inner).map(
-                lambda t: f"({t[0]} {t[1]} {t[2]})"
-            ),
-            inner.map(lambda a: f"({a} * 1000000000000)"),
-            inner.map(lambda a: f"-{a}"),
-            st.tuples(bool_atoms(), inner, inner).map(lambda t: f"({t[0]} ? {t[1]} : {t[2]})"),
+        st.tuples(inner, st.sampled_from(["+", "-", "*", "/", "%"]), inner).map(
+            lambda t: f"({t[0]} {t[1]} {t[2]})"
         ),
-        max_leaves=4,
+        inner.map(lambda a: f"({a} * 1000000000000)"),
+        inner.map(lambda a: f"-{a}"),
+        st.tuples(bool_atoms(), inner, inner).map(lambda t: f"({t[0]} ? {t[1]} : {t[2]})"),
     )
 
 
@@ -162,28 +162,31 @@ def bool_atoms() -> st.SearchStrategy[str]:
     )
 
 
-def bool_exprs() -> st.SearchStrategy[str]:
+def bool_exprs(depth: int = 2) -> st.SearchStrategy[str]:
+    """Bool expressions nested at most ``depth`` deep."""
     comparison = st.tuples(
-        int_exprs(), st.sampled_from(["<", "<=", "==", "!=", ">"]), int_exprs()
+        int_exprs(1), st.sampled_from(["<", "<=", "==", "!=", ">"]), int_exprs(1)
     ).map(lambda t: f"({t[0]} {t[1]} {t[2]})")
-    return st.recursive(
-        st.one_of(bool_atoms(), comparison),
-        lambda inner: st.one_of(
-            st.tuples(inner, st.sampled_from(["&&", "||"]), inner).map(
-                lambda t: f"({t[0]} {t[1]} {t[2]})"
-            ),
-            inner.map(lambda a: f"!{a}"),
-            st.tuples(inner, inner, inner).map(lambda t: f"({t[0]} ? {t[1]} : {t[2]})"),
+    if depth == 0:
+        return st.one_of(bool_atoms(), comparison)
+    inner = bool_exprs(depth - 1)
+    return st.one_of(
+        bool_atoms(),
+        comparison,
+        st.tuples(inner, st.sampled_from(["&&", "||"]), inner).map(
+            lambda t: f"({t[0]} {t[1]} {t[2]})"
         ),
-        max_leaves=3,
+        inner.map(lambda a: f"!{a}"),
+        st.tuples(inner, inner, inner).map(lambda t: f"({t[0]} ? {t[1]} : {t[2]})"),
     )
 
 
 def string_exprs() -> st.SearchStrategy[str]:
     return st.one_of(
         st.sampled_from(["r.s", "'lit'", "(r.s + 'x')", "r.nope", "string(r.i)"]),
-        st.tuples(bool_atoms(), st.sampled_from(["r.s", "'y'"]), st.sampled_from(["'z'", "r.s"]))
-        .map(lambda t: f"({t[0]} ? {t[1]} : {t[2]})"),
+        st.tuples(
+            bool_atoms(), st.sampled_from(["r.s", "'y'"]), st.sampled_from(["'z'", "r.s"])
+        ).map(lambda t: f"({t[0]} ? {t[1]} : {t[2]})"),
     )
 
 
@@ -288,8 +291,10 @@ def graphs(draw: Any) -> tuple[dict[str, Any], Feeds, dict[str, tuple[str, bool]
         name = f"n{number}"
         op = draw(
             st.sampled_from(
-                ["map", "map", "filter", "filter", "flat_map", "exchange", "key_by", "count_by"]
-                + ["aggregate", "accumulate", "join", "join", "count", "concat"]
+                [
+                    *("map", "map", "filter", "filter", "flat_map", "exchange", "key_by"),
+                    *("count_by", "aggregate", "accumulate", "join", "join", "count", "concat"),
+                ]
             )
         )
         kind = OTHER
@@ -478,7 +483,7 @@ SCALE = int(os.environ.get("COLUMNAR_PROPERTY_SCALE", "1"))
 """How many times more examples to run (a longer hunt for differences, by hand)."""
 
 
-@settings(max_examples=120 * SCALE, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=200 * SCALE, deadline=None, suppress_health_check=list(HealthCheck))
 @given(graphs())
 def test_one_worker(clusters: Clusters, graph: Any) -> None:
     document, feeds, _schema = graph
@@ -486,7 +491,7 @@ def test_one_worker(clusters: Clusters, graph: Any) -> None:
     check(document, feeds, Layout(1, 1), clusters)
 
 
-@settings(max_examples=60 * SCALE, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=100 * SCALE, deadline=None, suppress_health_check=list(HealthCheck))
 @given(graphs())
 def test_two_workers_in_one_process(clusters: Clusters, graph: Any) -> None:
     document, feeds, _schema = graph
@@ -494,7 +499,7 @@ def test_two_workers_in_one_process(clusters: Clusters, graph: Any) -> None:
     check(document, feeds, Layout(1, 2), clusters)
 
 
-@settings(max_examples=30 * SCALE, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=40 * SCALE, deadline=None, suppress_health_check=list(HealthCheck))
 @given(graphs())
 def test_two_processes(clusters: Clusters, graph: Any) -> None:
     document, feeds, _schema = graph

@@ -48,9 +48,10 @@ def exact(expected: dict[int, list[Any]]) -> dict[int, list[str]]:
     return {t: sorted(text(r) for r in rs) for t, rs in expected.items()}
 
 
-async def both(
-    document: dict[str, Any], feeds: Feeds = FEEDS, layout: Layout = Layout(1, 1)
-) -> Result:
+ONE = Layout(1, 1)
+
+
+async def both(document: dict[str, Any], feeds: Feeds = FEEDS, layout: Layout = ONE) -> Result:
     """The columnar run, once asserted to give exactly what the row path gives."""
     clusters = Clusters()
     try:
@@ -356,7 +357,8 @@ async def test_a_join_of_keys_of_two_types_runs_by_rows() -> None:
     document = {**JOIN, "nodes": {**JOIN["nodes"], "j": {"op": "join", "key_left": "r.v"}}}
     document["nodes"]["j"]["key_right"] = "r.key"
     result = await both(document)
-    assert result.modes["j"] == {"runs": "rows", "why": "the keys are of two types (int64 and string)"}
+    why = "the keys are of two types (int64 and string)"
+    assert result.modes["j"] == {"runs": "rows", "why": why}
     assert result.outputs.get("out", {}) == {}
 
 
@@ -370,3 +372,55 @@ async def test_what_follows_a_node_by_rows_runs_by_rows() -> None:
         "why": "its input is not typed (no schema reaches it)",
     }
     assert result.outputs["out"] == exact({0: [0], 1: [1]})
+
+
+# --------------------------------------------------------------------------- regressions
+
+ZEROS = {"f": "float64", "g": "float64"}
+
+
+async def test_a_join_on_float_keys_pairs_minus_zero_with_zero() -> None:
+    """Found by the property test: Arrow hashes ``-0.0`` and ``0.0`` apart, CEL has them equal.
+
+    The join missed the pairs of ``-0.0`` with ``0.0`` (now keys are ``0.0`` for both).
+    """
+    document = {
+        "nodes": {
+            "in": {"op": "input", "schema": ZEROS},
+            "j": {"op": "join", "key_left": "r.f", "key_right": "r.g"},
+            "out": {"op": "output"},
+        },
+        "edges": [["in", "j:0"], ["in", "j:1"], ["j", "out"]],
+    }
+    records = [{"f": -0.0, "g": 0.0}, {"f": 0.0, "g": -0.0}]
+    result = await both(document, {"in": [(0, records)]}, Layout(1, 2))
+    assert result.modes["j"] == COLUMNS
+    pairs = [{"left": left, "right": right} for left in records for right in records]
+    assert result.outputs["out"] == exact({0: pairs})
+
+
+@pytest.mark.parametrize(
+    "node",
+    [
+        {"op": "count_by", "key": "r.f"},
+        {"op": "aggregate", "key": "r.f", "init": "0", "fold": "acc + 1"},
+    ],
+    ids=["count_by", "aggregate"],
+)
+async def test_minus_zero_and_zero_are_one_key(node: dict[str, Any]) -> None:
+    """Found by the property test: ``count_by`` on columns counted them as two keys."""
+    records = [{"f": 0.0, "g": 1.0}, {"f": -0.0, "g": 1.0}]
+    result = await both(through(node, ZEROS), {"in": [(0, records)]})
+    assert result.modes["n"]["runs"] == "columns"
+    count = "count" if node["op"] == "count_by" else "value"
+    assert result.outputs["out"] == exact({0: [{"key": 0.0, count: 2}]})
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="known: the row path's key is the first it saw (-0.0), the columnar path's 0.0",
+)
+async def test_the_key_of_minus_zero_seen_first() -> None:
+    records = [{"f": -0.0, "g": 1.0}, {"f": 0.0, "g": 1.0}]
+    result = await both(through({"op": "count_by", "key": "r.f"}, ZEROS), {"in": [(0, records)]})
+    assert result.outputs["out"] == exact({0: [{"key": -0.0, "count": 2}]})

@@ -26,6 +26,8 @@ from tests.runtime.fabrics import Clusters, Layout
 
 Feeds = dict[str, list[tuple[int, list[Any]]]]
 """Per input node, ``(time, records)`` in time order."""
+ONE = Layout(1, 1)
+"""One worker in this process."""
 Sink = list[tuple[str, Any, list[Any]]]
 """``(output, time, records)`` per batch."""
 
@@ -120,7 +122,7 @@ async def run_typed(
     document: dict[str, Any],
     feeds: Feeds,
     columnar: bool,
-    layout: Layout = Layout(1, 1),
+    layout: Layout = ONE,
     clusters: Clusters | None = None,
 ) -> Result:
     """Run ``document`` with ``feeds`` on ``layout``: every worker's results, merged."""
