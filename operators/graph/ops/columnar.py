@@ -63,6 +63,21 @@ def _records(batch: Batch, arrow: pa.DataType) -> Columns:
     return Columns(pa.array(batch, arrow))
 
 
+def _one_zero(keys: pa.Array) -> pa.Array:
+    """Float keys with ``-0.0`` as ``0.0``: one key, as the row path's (``-0.0 == 0.0``).
+
+    Arrow hashes the two apart (a join would miss the pairs, a count_by count them apart).
+    The row path's key is the first it saw of the two; here it is ``0.0``.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if not pa.types.is_floating(keys.type):
+        return keys
+    zero = pa.scalar(0.0, keys.type)
+    return pc.if_else(pc.equal(keys, zero), zero, keys)
+
+
 def _kept(values: pa.Array, failed: pa.Array | None) -> pa.Array:
     import pyarrow.compute as pc
 
@@ -131,7 +146,7 @@ def keyed(
         keys, failed = vector.evaluate(records)
         failures(node, vector, [records], failed)
         rows = _kept(records.array, failed)
-        return _sent(pa.StructArray.from_arrays([_kept(keys, failed), rows], ["k", "r"]))
+        return _sent(pa.StructArray.from_arrays([_one_zero(_kept(keys, failed)), rows], ["k", "r"]))
 
     return each_batch(stream, pair, f"{node.name}: {key}")
 
@@ -158,7 +173,7 @@ def _count_by(node: NodeBuilder, plan: OnColumns, record: pa.DataType) -> list[S
         records = _records(batch, record)
         values, failed = vector.evaluate(records)
         failures(node, vector, [records], failed)
-        return _sent(pa.StructArray.from_arrays([_kept(values, failed)], ["key"]))
+        return _sent(pa.StructArray.from_arrays([_one_zero(_kept(values, failed))], ["key"]))
 
     return [count_by_columns(each_batch(node.inputs[0], keys, f"{node.name}: keys"), "key")]
 
@@ -229,7 +244,7 @@ def _aggregate(node: NodeBuilder, plan: OnColumns, record: pa.DataType) -> list[
             records = Columns(_kept(records.array, failed))
             keys = _kept(keys, failed)
         values = _added(node, fold, records)
-        return _sent(pa.StructArray.from_arrays([keys, values], ["key", "value"]))
+        return _sent(pa.StructArray.from_arrays([_one_zero(keys), values], ["key", "value"]))
 
     adding = each_batch(node.inputs[0], adds, f"{node.name}: adds")
     sums = aggregate_columns(adding, "key", {"value": ("value", "sum")}, name=f"node {node.name!r}")
