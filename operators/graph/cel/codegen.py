@@ -157,13 +157,20 @@ class _Compiler(_Calls, _Operators):
         return ast.BoolOp(op=ast.Or(), values=[is_true, _and(not_false, fail)])
 
     def hashable(self, code: _Code) -> ast.expr:
-        """``code`` as a key: lists become tuples and maps fail; checked only when needed."""
-        if code.type in (INT, UINT, DOUBLE, STRING, BOOL, NULL):
+        """``code`` as a key: lists become tuples, ``-0.0`` is ``0.0`` and maps fail.
+
+        Checked only when needed. ``-0.0 == 0.0``, so they are one key: written ``0.0``
+        whichever came first (as the columnar path writes it).
+        """
+        if code.type in (INT, UINT, STRING, BOOL, NULL):
             return code.expr
+        if code.type == DOUBLE:
+            return ast.BinOp(left=code.expr, op=ast.Add(), right=_const(0.0))  # -0.0 + 0.0 is 0.0
         first, ref = self.bind(code.expr)
         plain = _and(
             _compare(_type_of(first), ast.IsNot(), _load("_list")),
             _compare(_type_of(ref()), ast.IsNot(), _load("_dict")),
+            _compare(_type_of(ref()), ast.IsNot(), _load("_float")),
         )
         return _if(plain, ref(), _call("_hashable", ref()))
 

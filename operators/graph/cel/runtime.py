@@ -169,13 +169,17 @@ def _not_bool(what: str, value: object) -> NoReturn:
 def hashable(value: Any) -> Hashable:
     """``value`` as a key (for exchange, grouping and joins): lists become tuples.
 
-    >>> hashable([1, [2, "x"]])
-    (1, (2, 'x'))
+    ``-0.0`` is ``0.0``: they are equal, so one key, written one way whichever came first.
+
+    >>> hashable([1, [2, "x"], -0.0])
+    (1, (2, 'x'), 0.0)
     """
     if type(value) is list or type(value) is tuple:
         return tuple(hashable(item) for item in value)
     if type(value) is dict:
         raise EvaluationError("a key cannot be a map")
+    if type(value) is float:
+        return value + 0.0
     return cast(Hashable, value)
 
 
