@@ -10,8 +10,9 @@ directory's process index, and, per dataflow, which process holds each input. A 
 * with another shape is refused unless it says ``rescale`` (``--rescale``,
   ``FRONTIER_RESCALE=1``, ``rescale: true``); with it, the dataflows are rebuilt on the new
   shape, every input kept on its process;
-* is refused when an input is held by a process the shape no longer has (it must be moved
-  first: ``frontier rescale move``), or when this directory holds the log of an input
+* is refused, at process 0 (whose catalogue decides where inputs live), when an input is
+  held by a process the shape no longer has (it must be moved first: ``frontier rescale
+  move``); at any process, when this directory holds the log of an input
   another process holds (a move left it behind, or the directory was written under another
   placement): either way acknowledged records would silently be out of view.
 
@@ -108,7 +109,9 @@ def _check_holders(
             continue  # never built again: where its inputs were does not matter
         holders = dataflow.holders or {}
         for name, holder in holders.items():
-            if holder >= shape.processes:
+            # Process 0's catalogue decides (another one not told of a move may be stale,
+            # and takes process 0's holders from its creates).
+            if process == 0 and holder >= shape.processes:
                 raise ShapeRefused(
                     f"input {name!r} of dataflow {dataflow.id} ({dataflow.name or 'unnamed'}) "
                     f"is held by process {holder}, which a cluster of {shape} does not have: "

@@ -141,3 +141,15 @@ def test_a_log_left_at_a_process_that_does_not_hold_its_input_is_refused(tmp_pat
         f"data directory {tmp_path} holds the log of input 'b' of dataflow d1, but process 1 "
         "holds that input, not this one (0): finish moving it with `frontier rescale move "
     )
+
+
+def test_another_process_defers_to_process_0_s_holders(tmp_path: Path) -> None:
+    """A catalogue a move did not tell still names the old holder: process 0's creates
+    correct it, so only process 0 refuses an input held by a process the shape lacks."""
+    start(tmp_path, 3, 1, process=1)
+    catalogue = Catalogue(tmp_path)
+    catalogue.add_dataflow("d1", "t", "", GRAPH, 1.0, {"a": 0, "b": 2})
+    catalogue.close()
+    settled = start(tmp_path, 2, 1, process=1, rescale=True)
+    assert [d.holders for d in settled.dataflows] == [{"a": 0, "b": 2}]
+    assert Catalogue(tmp_path).shape() == (Shape(2, 1), 1)
