@@ -196,6 +196,7 @@ def _input_state(state: InputState) -> dict[str, Any]:
         "sessions": state.sessions,
         "records_in": state.records_in,
         "closed": state.closed,
+        "process": state.process,
     }
     if state.schema is not None:
         shown["schema"] = state.schema

@@ -1,4 +1,4 @@
-"""The ``frontier`` command: serve, submit, push, watch, tail, why, check (and a demo).
+"""The ``frontier`` command: serve, submit, push, watch, tail, why, check, rescale, demo.
 
 Every client command talks to a server at ``--url`` (default ``$FRONTIER_URL`` or
 ``http://127.0.0.1:8080``) with ``--token`` (default ``$FRONTIER_TOKEN``).
@@ -6,7 +6,8 @@ Every client command talks to a server at ``--url`` (default ``$FRONTIER_URL`` o
 The commands live by what they do: :mod:`api.cli.serving` starts the server,
 :mod:`api.cli.producing` submits graphs and pushes records, :mod:`api.cli.watching` follows
 frontiers and outputs and explains what holds a time back, :mod:`api.cli.directory` checks
-(and repairs) a data directory; :mod:`api.cli.common` has what the client commands share.
+(and repairs) a data directory, :mod:`api.cli.rescaling` moves inputs between data
+directories to change a cluster's shape; :mod:`api.cli.common` has what the client commands share.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import click
 from api.cli.common import asyncio_run
 from api.cli.directory import check_directory
 from api.cli.producing import push, submit
+from api.cli.rescaling import rescale
 from api.cli.serving import DEMO_GRAPH, GC_GEN0_THRESHOLD, serve
 from api.cli.watching import tail, watch, why, why_tree
 
@@ -41,6 +43,7 @@ main.add_command(tail)
 main.add_command(why)
 main.add_command(demo)
 main.add_command(check_directory)
+main.add_command(rescale)
 
 __all__ = [
     "DEMO_GRAPH",
@@ -50,6 +53,7 @@ __all__ = [
     "demo",
     "main",
     "push",
+    "rescale",
     "serve",
     "submit",
     "tail",

@@ -125,6 +125,15 @@ GC_GEN0_THRESHOLD = 50_000
     "host with this process's --port).",
 )
 @click.option(
+    "--rescale",
+    is_flag=True,
+    default=lambda: os.environ.get("FRONTIER_RESCALE", "").lower() in ("1", "true"),
+    help="Start on a data directory written by a cluster of another shape (other "
+    "--processes or --workers), rebuilding its dataflows on this one (also "
+    '$FRONTIER_RESCALE=1, or rescale: true in --config): docs/cluster.md, "Changing the '
+    'shape". Without it such a start is refused (exit 2).',
+)
+@click.option(
     "--cluster-secret-file",
     default=lambda: os.environ.get("FRONTIER_CLUSTER_SECRET_FILE"),
     help="A file holding the secret every process of the cluster shares (or "
@@ -149,6 +158,7 @@ def serve(
     process: int | None,
     peers: str | None,
     apis: str | None,
+    rescale: bool,
     cluster_secret_file: str | None,
 ) -> None:
     """Start the server (one process of a cluster with --processes)."""
@@ -209,6 +219,7 @@ def _settings(context: click.Context, config: dict[str, Any]) -> Settings:
         tls_key=chosen("tls_key", "FRONTIER_TLS_KEY"),
         tokens=token_map,
         allow_anonymous=bool(chosen("allow_anonymous", "FRONTIER_ALLOW_ANONYMOUS")),
+        rescale=bool(chosen("rescale", "FRONTIER_RESCALE")),
         allowed_hosts=tuple(config.get("allowed_hosts", ())),
         limits=Limits(**config.get("limits", {})),
         operator_modules=tuple(config.get("operator_modules", ())) + params["operator_modules"],

@@ -176,7 +176,9 @@ class CommandPlane:
             if first:
                 self.target.consumer_elsewhere(dataflow_id, payload)
         elif kind == "recovered":
-            self.target.recovered_elsewhere()
+            # Heard by the first worker, which applied every consumer command before it.
+            if first:
+                self.target.recovered_elsewhere()
         elif self._on_worker(worker, command):
             pending = self._pending.setdefault(dataflow_id, _Pending())
             applied = pending.applied[kind] = pending.applied.get(kind, 0) + 1

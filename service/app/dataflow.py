@@ -51,13 +51,15 @@ class Environment:
 
 @dataclass(slots=True)
 class Identity:
-    """Who a dataflow is: its id, owner, name, graph (as submitted) and creation time."""
+    """Who a dataflow is: its id, owner, name, graph (as submitted), creation time, holders."""
 
     id: str
     tenant: str
     name: str
     graph: dict[str, Any]
     created_at: float = field(default_factory=wallclock.time)
+    holders: dict[str, int] = field(default_factory=dict)
+    """Which process holds each input (an input not named here: process 0)."""
 
 
 def summary_of(identity: Identity, plan: Plan, status: str = "running") -> DataflowSummary:
@@ -298,6 +300,15 @@ class Dataflow:
             raise NotFound(f"dataflow {self.id!r} has no input {name!r}")
         return producer
 
+    @property
+    def holders(self) -> dict[str, int]:
+        """Which process holds each input."""
+        return self.identity.holders
+
+    def holder(self, name: str) -> int:
+        """The process holding input ``name``."""
+        return self.identity.holders.get(name, 0)
+
     def holds_input(self, name: str) -> bool:
         """Whether ``name`` is an input of the graph (no walk over the nodes)."""
         node = self.plan.spec.nodes.get(name)
@@ -439,9 +450,9 @@ class _Context:
         self.worker = worker
 
     def input(self, name: str, scope: Any) -> Stream:
-        """The input operator for ``name``: its producers on the worker the placement says."""
+        """The input operator for ``name``: its producers on its holder's worker."""
         dataflow = self.dataflow
-        owner = dataflow.env.placement.holder(name)
+        owner = dataflow.env.placement.worker_of(dataflow.holder(name), name)
         return producer_input(
             scope, name, owner, lambda output, cap: dataflow.add_input(name, output, cap)
         )

@@ -50,13 +50,23 @@ def describe(
     nodes = dataflow.plan.spec.nodes
     inputs = {
         name: InputState(
-            p.applied_frontier(), len(p.sessions), p.records_in, p.closed, _schema(nodes[name])
+            p.applied_frontier(),
+            len(p.sessions),
+            p.records_in,
+            p.closed,
+            _schema(nodes[name]),
+            dataflow.holder(name),
         )
         for name, p in dataflow.inputs.items()
     }
     for name, view in (elsewhere or {}).items():
         inputs[name] = InputState(
-            view.frontier, len(view.sessions), view.records_in, view.closed, _schema(nodes[name])
+            view.frontier,
+            len(view.sessions),
+            view.records_in,
+            view.closed,
+            _schema(nodes[name]),
+            dataflow.holder(name),
         )
     order = dataflow.plan.spec.inputs()
     return DataflowView(

@@ -26,6 +26,7 @@ from service.store import (
     Frame,
     InputLog,
     Operation,
+    Shape,
     Store,
     StoredDataflow,
     WriteRefused,
@@ -198,9 +199,19 @@ class Journal(Protocol):
         ...
 
     def add_dataflow(
-        self, id: str, tenant: str, name: str, graph: dict[str, Any], created_at: float
+        self,
+        id: str,
+        tenant: str,
+        name: str,
+        graph: dict[str, Any],
+        created_at: float,
+        holders: dict[str, int] | None = None,
     ) -> None:
         """Keep a new dataflow; :class:`Unavailable` (nothing kept) if it cannot be."""
+        ...
+
+    def set_holders(self, id: str, holders: dict[str, int]) -> None:
+        """Keep which process holds each of a dataflow's inputs."""
         ...
 
     def failed(self, id: str, error: str) -> None:
@@ -260,8 +271,17 @@ class NullJournal:
         return NULL_INPUT
 
     def add_dataflow(
-        self, id: str, tenant: str, name: str, graph: dict[str, Any], created_at: float
+        self,
+        id: str,
+        tenant: str,
+        name: str,
+        graph: dict[str, Any],
+        created_at: float,
+        holders: dict[str, int] | None = None,
     ) -> None:
+        """Nothing to keep."""
+
+    def set_holders(self, id: str, holders: dict[str, int]) -> None:
         """Nothing to keep."""
 
     def failed(self, id: str, error: str) -> None:
@@ -352,13 +372,35 @@ class StoreJournal:
         return Unavailable(f"{what}: {reason}; nothing of it was applied", retry_after=1)
 
     def add_dataflow(
-        self, id: str, tenant: str, name: str, graph: dict[str, Any], created_at: float
+        self,
+        id: str,
+        tenant: str,
+        name: str,
+        graph: dict[str, Any],
+        created_at: float,
+        holders: dict[str, int] | None = None,
     ) -> None:
         """Keep a new dataflow in the catalogue (before its logs exist)."""
         try:
-            self.store.catalogue.add_dataflow(id, tenant, name, graph, created_at)
+            self.store.catalogue.add_dataflow(id, tenant, name, graph, created_at, holders)
         except OSError as error:
             raise self._refused(error, "the dataflow cannot be stored") from None
+
+    def set_holders(self, id: str, holders: dict[str, int]) -> None:
+        """Keep which process holds each of a dataflow's inputs."""
+        self.store.catalogue.set_holders(id, holders)
+
+    def shape(self) -> tuple[Shape, int] | None:
+        """The shape the catalogue says the directory was written by, and its process."""
+        return self.store.catalogue.shape()
+
+    def set_shape(self, shape: Shape, process: int) -> None:
+        """Keep the shape the directory is written by from now on."""
+        self.store.catalogue.set_shape(shape, process)
+
+    def held_logs(self) -> set[tuple[str, int]]:
+        """The inputs whose logs here hold frames (found when the directory was opened)."""
+        return self.store.held_logs()
 
     def failed(self, id: str, error: str) -> None:
         """Keep that a dataflow failed, and why."""

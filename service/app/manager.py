@@ -27,7 +27,7 @@ from service.app.frontiers import Feeds, FrontierCodec, FrontierFeed, FrontierWa
 from service.app.inputs import ProducerInput
 from service.app.journal import journal_for
 from service.app.outputs import OutputLog, Sizer
-from service.app.placement import placement_for
+from service.app.placement import place_inputs, placement_for
 from service.app.recovery import payload_of
 from service.app.registry import Dataflows
 from service.app.runner import Runner
@@ -185,8 +185,11 @@ class DataflowManager:
             raise LimitExceeded(
                 f"tenant {tenant!r} has {owned} dataflows, the limit (max_dataflows_per_tenant)"
             )
-        identity = Identity(uuid.uuid4().hex, tenant, name or "", document)
-        self.journal.add_dataflow(identity.id, tenant, identity.name, document, identity.created_at)
+        holders = place_inputs(plan.spec.inputs(), self._held())
+        identity = Identity(uuid.uuid4().hex, tenant, name or "", document, holders=holders)
+        self.journal.add_dataflow(
+            identity.id, tenant, identity.name, document, identity.created_at, holders
+        )
         dataflow = self.registry.add(identity, plan)
         try:
             await self.plane.issue("create", dataflow.id, dataflow.index, payload_of(dataflow))
@@ -194,6 +197,17 @@ class DataflowManager:
             self.journal.drop(dataflow.id)
             raise
         return dataflow
+
+    def _held(self) -> list[int]:
+        """How many inputs of live dataflows each process holds (as this process knows)."""
+        held = [0] * self.placement.processes
+        for dataflow in self.dataflows.values():
+            if dataflow.status in ("failed", "dropped"):
+                continue
+            for process in dataflow.holders.values():
+                if process < len(held):
+                    held[process] += 1
+        return held
 
     def get(self, tenant: str, dataflow_id: str) -> Dataflow:
         """The tenant's dataflow, or :class:`NotFound` (also for other tenants' dataflows)."""
@@ -232,7 +246,7 @@ class DataflowManager:
         dataflow = self.dataflows.get(dataflow_id)
         if dataflow is None or not dataflow.holds_input(name):
             return None  # this process answers for it
-        return self.placement.input_process(name)
+        return self.placement.input_process(dataflow.holder(name))
 
     def output(self, tenant: str, dataflow_id: str, name: str) -> OutputLog:
         """A dataflow's output log."""

@@ -7,7 +7,10 @@ worker, where an input's frontier is read, and who hears a consumer's commit. Th
 is given one when it is made (:func:`placement_for`) and never asks which.
 
 Every process builds every dataflow on all its workers; an input lives on one worker of the
-cluster, chosen by a stable hash of its name, so every process agrees where it is.
+cluster: on the process that holds it (decided once, when the dataflow is created, by
+:func:`place_inputs`, and kept in the catalogue: the *holders*), on the worker there that a
+stable hash of its name picks (:meth:`Placement.worker_of`), so every process agrees where
+it is, and a cluster whose shape changes keeps each input on its process.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time as wallclock
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import Any, Protocol
 
 from operators import Stream, Worker
@@ -99,14 +102,17 @@ class Placement:
         """Workers in all."""
         return self.settings.workers * self.processes
 
-    def holder(self, input_name: str) -> int:
-        """The worker (of all) holding input ``input_name``: the same on every process."""
-        return stable_hash(input_name) % self.peers
+    def worker_of(self, process: int, input_name: str) -> int:
+        """The worker (of all) holding input ``input_name`` on ``process``, its holder.
 
-    def input_process(self, input_name: str) -> int | None:
-        """The process holding input ``input_name`` if it is another one (else ``None``)."""
-        process = self.holder(input_name) // self.settings.workers
-        return None if process == self.process else process
+        A stable hash of the name picks one of the process's workers: the same on every
+        process, and, with the workers per process unchanged, the same as before a rescale.
+        """
+        return process * self.settings.workers + stable_hash(input_name) % self.settings.workers
+
+    def input_process(self, holder: int) -> int | None:
+        """The process ``holder`` if it is another one than this (else ``None``)."""
+        return None if holder == self.process else holder
 
     def output(self, stream: Stream, worker: Worker) -> Stream:
         """What an output captures on ``worker``: here, its own records."""
@@ -222,6 +228,43 @@ async def _watch(fabric: ClusterFabric, listener: PeerListener) -> None:
         listener.peer_lost(error)
     elif left.done():
         listener.peer_left(left.result())
+
+
+def place_inputs(inputs: Iterable[str], held: Sequence[int]) -> dict[str, int]:
+    """Which process holds each of a new dataflow's ``inputs``.
+
+    ``held[p]`` is how many inputs of live dataflows process ``p`` holds now. Each input,
+    in the graph's order, goes to the process holding the fewest (the inputs placed before
+    it counted), the lowest index among equals: a cluster's inputs spread over its
+    processes, new ones filling the processes a rescale added.
+
+    >>> place_inputs(["a", "b", "c"], [1, 0, 0])
+    {'a': 1, 'b': 2, 'c': 0}
+    >>> place_inputs(["a"], [0])
+    {'a': 0}
+    """
+    counts = list(held)
+    holders = {}
+    for name in inputs:
+        process = min(range(len(counts)), key=lambda p: (counts[p], p))
+        holders[name] = process
+        counts[process] += 1
+    return holders
+
+
+def legacy_holders(inputs: Iterable[str], processes: int, workers: int) -> dict[str, int]:
+    """The holders the rule before holders were kept gives, at a cluster's shape.
+
+    That rule picked one of all ``processes x workers`` workers by a stable hash of the
+    input's name: the process of that worker. Its worker there is the one
+    :meth:`Placement.worker_of` picks (the hash modulo the workers per process), so a
+    directory written before is read as it was written.
+
+    >>> legacy_holders(["words"], 1, 4)
+    {'words': 0}
+    """
+    peers = processes * workers
+    return {name: stable_hash(name) % peers // workers for name in inputs}
 
 
 def placement_for(settings: Settings) -> Placement:

@@ -41,12 +41,17 @@ class Recovery:
         self.failure = failure
         """Why the service stopped meanwhile (``None``: it did not)."""
         self.replayed = Replayed()
+        self.rescaled = False
+        """This start changes the cluster's shape: process 0 tells every process the
+        consumers it kept (a process new to the cluster has none)."""
 
     def known(self, stored: list[StoredDataflow]) -> list[Dataflow]:
         """Every stored dataflow, known before any command about it arrives."""
         dataflows = []
         for kept in stored:
-            identity = Identity(kept.id, kept.tenant, kept.name, kept.graph, kept.created_at)
+            identity = Identity(
+                kept.id, kept.tenant, kept.name, kept.graph, kept.created_at, kept.holders or {}
+            )
             dataflow = self.dataflows.add(identity, self.dataflows.compile(kept.graph))
             dataflow.truncated_before = kept.truncated_before
             if kept.status == "failed":
@@ -62,11 +67,34 @@ class Recovery:
                 continue
             if leads:
                 await self.plane.issue("create", dataflow.id, dataflow.index, payload_of(dataflow))
+                if self.rescaled:
+                    self._tell_consumers(dataflow)
             elif not await self._until_running(dataflow):
                 continue
             dataflow.recovered_outputs()
             for producer in dataflow.inputs.values():
                 await replay(producer.parts, producer.journal, self.replayed, self._caught_up)
+
+    def _tell_consumers(self, dataflow: Dataflow) -> None:
+        """Send every consumer kept here to the other processes, as if committed now.
+
+        The create is done everywhere: each process has the dataflow's outputs to apply
+        them to (a process that kept them already applies the same again).
+        """
+        placement = self.plane.placement
+        for output, consumer, committed in self.dataflows.env.journal.consumers(dataflow.id):
+            change = (output, consumer, True, committed, placement.process)
+            placement.tell(self.plane, ("consumer", dataflow.id, dataflow.index, change))
+
+    async def until_zero_recovered(self) -> None:
+        """Wait until process 0 has issued every create it had (at once on process 0)."""
+        if self.plane.placement.process == 0:
+            return
+        while not self.dataflows.zero_recovered:
+            failure = self.failure()
+            if failure is not None:
+                raise RuntimeError(f"the service stopped: {failure}")
+            await asyncio.sleep(0.01)
 
     def issued(self) -> None:
         """Process 0 has issued every stored create (maybe none): the others may drop theirs."""
@@ -100,6 +128,12 @@ class Recovery:
             await asyncio.sleep(0)
 
 
-def payload_of(dataflow: Dataflow) -> tuple[str, str, dict[str, object], float]:
-    """What a create carries: the dataflow, so every process can build it."""
-    return (dataflow.tenant, dataflow.name, dataflow.graph, dataflow.created_at)
+def payload_of(
+    dataflow: Dataflow,
+) -> tuple[str, str, dict[str, object], float, dict[str, int]]:
+    """What a create carries: the dataflow, so every process can build it alike.
+
+    Its holders too: decided by the process that took the request (or kept in process 0's
+    catalogue, on recovery), so every process places its inputs, and stores them, alike.
+    """
+    return (dataflow.tenant, dataflow.name, dataflow.graph, dataflow.created_at, dataflow.holders)

@@ -128,12 +128,18 @@ class Dataflows:
         """Build a dataflow on ``worker``; one another process created is made here first."""
         dataflow = self.by_id.get(dataflow_id)
         if dataflow is None and payload is not None:
-            tenant, name, document, created_at = payload
-            identity = Identity(dataflow_id, tenant, name, document, created_at)
-            self.env.journal.add_dataflow(dataflow_id, tenant, name, document, created_at)
+            tenant, name, document, created_at, holders = payload
+            identity = Identity(dataflow_id, tenant, name, document, created_at, holders)
+            journal = self.env.journal
+            journal.add_dataflow(dataflow_id, tenant, name, document, created_at, holders)
             dataflow = self.add(identity, self.compile(document))
         if dataflow is None:
             return False
+        if payload is not None and not dataflow.built and payload[4] != dataflow.holders:
+            # Process 0's catalogue decides where inputs live (a move updates it last):
+            # this process builds, and keeps, what it says.
+            dataflow.identity.holders = dict(payload[4])
+            self.env.journal.set_holders(dataflow_id, dataflow.identity.holders)
         dataflow.build(worker)
         return True
 

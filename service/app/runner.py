@@ -16,17 +16,20 @@ import time as wallclock
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from operators.graph import parse_graph
 from operators.runtime.cluster import PeerLost
 from service.app.dataflow import Dataflow
 from service.app.errors import ServiceError, Unavailable
 from service.app.inputs import ProducerInput
-from service.app.journal import Journal
+from service.app.journal import Journal, StoreJournal
 from service.app.placement import Placement
 from service.app.plugins import load_operator_plugins
 from service.app.recovery import Recovery
 from service.app.registry import Dataflows
 from service.app.settings import Settings
+from service.app.shape import settle
 from service.app.views import StoreStats
+from service.store import StoredDataflow
 
 log = logging.getLogger("frontier.service")
 
@@ -68,6 +71,10 @@ class Runner:
         load_operator_plugins(self.settings.operator_modules)
         self.fatal = asyncio.Event()
         stored = self.journal.open()
+        # The directory's shape first: one written by another shape or process refuses to
+        # start (unless this start rescales), before any log is opened for writing.
+        if isinstance(self.journal, StoreJournal):  # without a directory, nothing to check
+            stored = self._settle(self.journal, stored)
         # Every log is opened (every frame checked) before anything runs: a corrupt
         # directory refuses to start, naming the file and the offset.
         for dataflow in stored:
@@ -80,7 +87,7 @@ class Runner:
         watch = self.placement.watch(self)
         if watch is not None:
             self._background.append(watch)
-        if stored:
+        if stored or self.placement.process != 0:
             self._background.append(loop.create_task(self._recover(stored), name="recovery"))
         else:
             self.ready = True
@@ -90,6 +97,22 @@ class Runner:
         if any(math.isfinite(bound) and bound > 0 for bound in bounds):
             self._background.append(loop.create_task(self._expire_loop(), name="expiry"))
 
+    def _settle(self, journal: StoreJournal, stored: list[StoredDataflow]) -> list[StoredDataflow]:
+        """Check the directory's shape (:func:`~service.app.shape.settle`); its dataflows."""
+        settled = settle(journal, self.settings, stored, _inputs_of)
+        self.recovery.rescaled = settled.rescaled
+        if settled.rescaled:
+            log.warning(
+                "rescaling: %s was written by a cluster of %s; its %d dataflows are rebuilt "
+                "on %d process(es) x %d worker(s), every input kept on its process",
+                self.settings.data_dir,
+                settled.before,
+                len(settled.dataflows),
+                self.settings.processes,
+                self.settings.workers,
+            )
+        return settled.dataflows
+
     async def _recover(self, stored: list[Any]) -> None:
         began = wallclock.perf_counter()
         try:
@@ -98,6 +121,13 @@ class Runner:
             self._stopped(error, "recovery failed, the service stops: %s")
             return
         self.recovery.issued()
+        try:
+            # Another process is ready once process 0 has recovered too: a process new to
+            # the cluster (a rescale) learns every dataflow, and its consumers, from it.
+            await self.recovery.until_zero_recovered()
+        except Exception as error:
+            self._stopped(error, "recovery failed, the service stops: %s")
+            return
         self.recovery_seconds = wallclock.perf_counter() - began
         self.ready = True
         log.info(
@@ -255,3 +285,8 @@ class Runner:
         self.plane.fail_pending("the service stopped")
         await self.placement.close(self._failure)
         await self.journal.close()
+
+
+def _inputs_of(dataflow: Any) -> list[str]:
+    """A stored dataflow's inputs, in its graph's order."""
+    return parse_graph(dataflow.graph).inputs()

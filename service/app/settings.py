@@ -105,6 +105,20 @@ class Settings:
     cluster: Cluster | None = None
     """The cluster this process is one of (``docs/cluster.md``); ``None``: one process, which
     opens no sockets but its API's."""
+    rescale: bool = False
+    """Start on a data directory written by a cluster of another shape (other processes or
+    workers per process): its dataflows are rebuilt on this one (``docs/cluster.md``,
+    "Changing the shape"). Without it such a start is refused."""
+
+    @property
+    def processes(self) -> int:
+        """How many processes the cluster has (1 alone)."""
+        return 1 if self.cluster is None else self.cluster.processes
+
+    @property
+    def process(self) -> int:
+        """This process's index in its cluster (0 alone)."""
+        return 0 if self.cluster is None else self.cluster.process
 
 
 @dataclass(frozen=True, slots=True)

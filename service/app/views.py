@@ -61,6 +61,8 @@ class InputState:
     closed: bool
     schema: dict[str, Any] | None = None
     """The input's schema as the graph declares it (``None``: untyped)."""
+    process: int = 0
+    """The process of the cluster holding it (where its log is)."""
 
 
 @dataclass(frozen=True, slots=True)

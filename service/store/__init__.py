@@ -17,6 +17,7 @@ from service.store.catalogue import (
     DamagedCatalogue,
     MissingCatalogue,
     NewerCatalogue,
+    Shape,
     StoredDataflow,
 )
 from service.store.durability import Committer, Durability
@@ -76,6 +77,7 @@ __all__ = [
     "Operation",
     "Push",
     "SessionState",
+    "Shape",
     "Stage",
     "Store",
     "StoreError",

@@ -6,7 +6,11 @@
 * ``dataflows``: every live dataflow in creation order (the control plane's order, in which a
   restarted server builds them again), with its tenant, name, graph (JSON), status, and the
   time below which its inputs' logs were truncated (every output had forgotten those times);
-* ``consumers``: each output's registered readers and the time each has committed.
+* ``consumers``: each output's registered readers and the time each has committed;
+* ``meta``: what the directory was written by: ``shape`` (``{"processes", "workers"}``, the
+  cluster's shape) and ``process`` (this directory's process index); and, per dataflow,
+  ``holders``: which process holds each of its inputs (``{input: process}``, kept as it
+  was decided when the dataflow was created: ``docs/cluster.md``, "Changing the shape").
 
 The producers' state (sessions, sequence numbers, open transactions, idempotency keys) is not
 here: it is the inputs' logs (and the checkpoints that head their segments), written in the
@@ -57,6 +61,15 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE dataflows ADD COLUMN truncated_before INTEGER NOT NULL DEFAULT 0;
     """,
+    # The shape a directory was written by, and where each input lives: NULL holders are
+    # a directory written before this migration, filled in at its next start.
+    """
+    CREATE TABLE meta (
+        key   TEXT PRIMARY KEY,
+        value BLOB NOT NULL
+    );
+    ALTER TABLE dataflows ADD COLUMN holders BLOB;
+    """,
 )
 """Migration ``i`` takes the schema from version ``i`` to ``i + 1``."""
 
@@ -91,6 +104,26 @@ class StoredDataflow:
     error: str | None
     truncated_before: int = 0
     """Its inputs' logs hold no record at a time before this one (they were truncated)."""
+    holders: dict[str, int] | None = None
+    """Which process holds each input (``None``: written before holders were kept)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Shape:
+    """A cluster's shape: how many processes, and workers in each."""
+
+    processes: int
+    workers: int
+
+    def __str__(self) -> str:
+        """``3 processes x 2 workers``, as messages say it.
+
+        >>> str(Shape(1, 1)), str(Shape(3, 2))
+        ('1 process x 1 worker', '3 processes x 2 workers')
+        """
+        processes = "process" if self.processes == 1 else "processes"
+        workers = "worker" if self.workers == 1 else "workers"
+        return f"{self.processes} {processes} x {self.workers} {workers}"
 
 
 def _writes(method: Any) -> Any:
@@ -183,18 +216,66 @@ class Catalogue:
         """Close the file."""
         self._db.close()
 
-    # ----------------------------------------------------------------- dataflows
+    # ----------------------------------------------------------------- meta
+
+    def meta(self, key: str) -> Any:
+        """The value kept under ``key`` (JSON), or ``None``."""
+        row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else orjson.loads(row[0])
 
     @_writes
-    def add_dataflow(self, id: str, tenant: str, name: str, graph: Any, created_at: float) -> int:
+    def set_meta(self, key: str, value: Any) -> None:
+        """Keep ``value`` (JSON) under ``key``."""
+        self._db.execute(
+            "INSERT INTO meta (key, value) VALUES (?, ?) "
+            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            (key, orjson.dumps(value)),
+        )
+
+    def shape(self) -> tuple[Shape, int] | None:
+        """The shape the directory was written by, and its process index (``None``: unknown)."""
+        shape, process = self.meta("shape"), self.meta("process")
+        if shape is None or process is None:
+            return None
+        return Shape(int(shape["processes"]), int(shape["workers"])), int(process)
+
+    @_writes
+    def set_shape(self, shape: Shape, process: int) -> None:
+        """Record the shape this directory is written by from now on, in one transaction."""
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            value = {"processes": shape.processes, "workers": shape.workers}
+            for key, item in (("shape", value), ("process", process)):
+                self._db.execute(
+                    "INSERT INTO meta (key, value) VALUES (?, ?) "
+                    "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                    (key, orjson.dumps(item)),
+                )
+            self._db.execute("COMMIT")
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+
+    @_writes
+    def add_dataflow(
+        self,
+        id: str,
+        tenant: str,
+        name: str,
+        graph: Any,
+        created_at: float,
+        holders: dict[str, int] | None = None,
+    ) -> int:
         """Record a new dataflow (status ``running``); its position in creation order.
 
-        The graph is kept as JSON. Positions only grow: a new dataflow is after every other.
+        The graph is kept as JSON, and so are its inputs' ``holders``. Positions only grow:
+        a new dataflow is after every other.
         """
+        kept = None if holders is None else orjson.dumps(holders)
         cursor = self._db.execute(
-            "INSERT INTO dataflows (id, tenant, name, graph, created_at, status) "
-            "VALUES (?, ?, ?, ?, ?, 'running')",
-            (id, tenant, name, orjson.dumps(graph), created_at),
+            "INSERT INTO dataflows (id, tenant, name, graph, created_at, status, holders) "
+            "VALUES (?, ?, ?, ?, ?, 'running', ?)",
+            (id, tenant, name, orjson.dumps(graph), created_at, kept),
         )
         assert cursor.lastrowid is not None
         return cursor.lastrowid
@@ -204,6 +285,13 @@ class Catalogue:
         """Record a dataflow's status (``failed`` with its error, say)."""
         self._db.execute(
             "UPDATE dataflows SET status = ?, error = ? WHERE id = ?", (status, error, id)
+        )
+
+    @_writes
+    def set_holders(self, id: str, holders: dict[str, int]) -> None:
+        """Record which process holds each of a dataflow's inputs."""
+        self._db.execute(
+            "UPDATE dataflows SET holders = ? WHERE id = ?", (orjson.dumps(holders), id)
         )
 
     @_writes
@@ -227,11 +315,21 @@ class Catalogue:
         """Every dataflow, in creation order."""
         rows = self._db.execute(
             "SELECT position, id, tenant, name, graph, created_at, status, error, "
-            "truncated_before FROM dataflows ORDER BY position"
+            "truncated_before, holders FROM dataflows ORDER BY position"
         )
-        for position, id, tenant, name, graph, created_at, status, error, cut in rows.fetchall():
+        for row in rows.fetchall():
+            position, id, tenant, name, graph, created_at, status, error, cut, holders = row
             yield StoredDataflow(
-                position, id, tenant, name, orjson.loads(graph), created_at, status, error, cut
+                position,
+                id,
+                tenant,
+                name,
+                orjson.loads(graph),
+                created_at,
+                status,
+                error,
+                cut,
+                None if holders is None else orjson.loads(holders),
             )
 
     # ----------------------------------------------------------------- consumers

@@ -211,6 +211,14 @@ class Store:
             )
         return found
 
+    def held_logs(self) -> set[tuple[str, int]]:
+        """The logs found when opening that hold frames (or did): ``(dataflow, index)``.
+
+        Before any is opened for writing; an empty log (of an input another process holds)
+        is not one of them.
+        """
+        return {key for key, log in self._found.items() if log.size or log.record}
+
     def refused(self, error: OSError, size: int = 64 * 1024) -> str:
         """Note a refused write of ``size`` bytes; the reason, to tell the client."""
         reason = error.strerror or str(error)

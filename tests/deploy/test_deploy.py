@@ -623,6 +623,7 @@ def test_every_yaml_file_parses_and_the_manifests_are_complete() -> None:
         "k8s/cluster/configmap.yaml",
         "k8s/cluster/kustomization.yaml",
         "k8s/cluster/peers-service.yaml",
+        "k8s/cluster/rescale-move.example.yaml",
         "k8s/cluster/secret.example.yaml",
         "k8s/cluster/service.yaml",
         "k8s/cluster/statefulset.yaml",
@@ -662,6 +663,7 @@ def test_every_yaml_file_parses_and_the_manifests_are_complete() -> None:
         "configmap.yaml": "ConfigMap",
         "kustomization.yaml": "Kustomization",
         "peers-service.yaml": "Service",
+        "rescale-move.example.yaml": "Job",
         "secret.example.yaml": "Secret",
         "service.yaml": "Service",
         "statefulset.yaml": "StatefulSet",
@@ -1030,6 +1032,8 @@ def test_settings_each_cluster_process_runs_with(
             secret=expected_secret.encode(),
             startup_timeout=startup_timeout(),
         )
+        # As shipped, a start on a directory of another shape is refused, not rescaled.
+        assert settings.rescale is False
 
 
 def test_cluster_environment_variables_are_ones_the_server_reads() -> None:
@@ -1365,3 +1369,81 @@ def test_server_starts_answers_health_and_stops_with_the_stop_signal(
         local = _health_command(command, running.port)
         done = subprocess.run(local, timeout=10, capture_output=True, check=False)
         assert done.returncode == 1
+
+
+# --------------------------------------------------------------------------- changing N
+
+
+@pytest.mark.usefixtures("clean_env")
+def test_the_statefulset_rescales_only_when_told(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``FRONTIER_RESCALE`` is in the pod template, off ("0"), and the server reads it:
+    set to "1" for the start that changes N, the process starts with ``--rescale``."""
+    assert _k8s_env()["FRONTIER_RESCALE"]["value"] == "0"
+    assert "FRONTIER_RESCALE" in server_env_names()
+    assert "--rescale" in serve_options()
+    captured: list[Settings] = []
+
+    def fake_serve(settings: Settings, *_rest: Any) -> None:
+        captured.append(settings)
+
+    monkeypatch.setattr(api.cli.serving, "_serve", fake_serve)
+    monkeypatch.setattr(api.cli.serving, "asyncio_run", lambda coroutine: coroutine)
+    monkeypatch.setattr("api.server.logs.configure_logging", lambda fmt: None)
+    launch = cluster_launches("k8s", tmp_path)[0]
+    monkeypatch.setenv("HOSTNAME", f"{statefulset()['metadata']['name']}-0")
+    for value in ("0", "1"):
+        for variable, setting in {**launch.env, "FRONTIER_RESCALE": value}.items():
+            monkeypatch.setenv(variable, setting)
+        args = [str(launch.files.get(a, a)) for a in launch.argv[3:]]
+        main.main(args=args, prog_name="frontier", standalone_mode=False)
+    assert [settings.rescale for settings in captured] == [False, True]
+
+
+def test_the_rescale_job_moves_the_last_pod_s_inputs_between_the_statefulset_s_claims(
+    tmp_path: Path,
+) -> None:
+    """The shrink's Job (not applied by kustomize) runs the image's ``frontier rescale move``
+    as the server's user, from the last pod's claim to a kept one's (``--to-process`` its
+    ordinal), every other claim's catalogue told; the real CLI accepts its arguments."""
+    sts = statefulset()
+    replicas = sts["spec"]["replicas"]
+    job = k8s("Job", CLUSTER)
+    spec = job["spec"]["template"]["spec"]
+    [mover] = spec["containers"]
+    assert "command" not in mover, "the Job keeps the image's ENTRYPOINT (python -m api)"
+    assert mover["image"] == container("StatefulSet")["image"]
+    assert spec["securityContext"] == pod_spec("StatefulSet")["securityContext"]
+    assert mover["securityContext"] == container("StatefulSet")["securityContext"]
+    assert spec["restartPolicy"] == "Never"
+    template = sts["spec"]["volumeClaimTemplates"][0]["metadata"]["name"]
+    claims = {v["name"]: v["persistentVolumeClaim"]["claimName"] for v in spec["volumes"]}
+    mounts = {m["mountPath"]: claims[m["name"]] for m in mover["volumeMounts"]}
+    ordinals = {}
+    for path, claim in mounts.items():
+        found = re.fullmatch(rf"{template}-{sts['metadata']['name']}-(\d+)", claim)
+        assert found, f"{claim} is not a claim of the StatefulSet"
+        ordinals[path] = int(found[1])
+    args = mover["args"]
+    assert args[:2] == ["rescale", "move"]
+    options = dict(zip(args[2::2], args[3::2], strict=True))
+    assert set(options) == {"--from", "--to", "--to-process", "--catalogue"}
+    assert ordinals[options["--from"]] == replicas - 1, "a scale-down removes the last pod"
+    assert ordinals[options["--to"]] == int(options["--to-process"]) < replicas - 1
+    # Every claim's catalogue is told (process 0's among them).
+    assert sorted(ordinals[options[o]] for o in ("--from", "--to", "--catalogue")) == list(
+        range(replicas)
+    )
+    for path in mounts:
+        (tmp_path / path.strip("/")).mkdir()
+    local = [str(tmp_path / a.strip("/")) if a in mounts else a for a in args]
+    move = main.commands["rescale"]
+    assert isinstance(move, click.Group)
+    context = move.commands["move"].make_context("move", local[2:])
+    assert context.params["to_process"] == int(options["--to-process"])
+    # deploy/README.md runs it, with the rescale switch, to shrink.
+    readme = (DEPLOY / "README.md").read_text()
+    assert "kubectl apply -f deploy/k8s/cluster/rescale-move.example.yaml" in readme
+    assert "FRONTIER_RESCALE" in readme
+    assert "rescale-move.example.yaml" not in load(CLUSTER / "kustomization.yaml")["resources"]

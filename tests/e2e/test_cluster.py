@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from api.client import AsyncClient, AsyncSession
-from operators.runtime import stable_hash
+from service.app.placement import place_inputs
 from tests.e2e.conftest import (
     REPO,
     SHUTDOWN,
@@ -131,8 +131,12 @@ def by_key(record: Any) -> str:
 
 
 def holder(processes: int, workers: int, name: str) -> int:
-    """The process whose worker holds input ``name`` (as every process computes it)."""
-    return (stable_hash(name) % (processes * workers)) // workers
+    """The process holding input ``name`` of a fresh cluster's first dataflow (one input).
+
+    Each input goes to the process holding the fewest inputs, the lowest among equals
+    (:func:`~service.app.placement.place_inputs`): here process 0, whatever the workers.
+    """
+    return place_inputs([name], [0] * processes)[name]
 
 
 # --------------------------------------------------------------------------- one API
@@ -208,7 +212,15 @@ async def test_submit_at_one_push_at_another_subscribe_at_a_third(cluster: Any) 
             described
             == [
                 (
-                    {"words": {"frontier": [2], "sessions": 1, "records_in": 4, "closed": False}},
+                    {
+                        "words": {
+                            "frontier": [2],
+                            "sessions": 1,
+                            "records_in": 4,
+                            "closed": False,
+                            "process": owner,
+                        }
+                    },
                     {"out": {"frontier": [2], "records_out": 3}},
                 )
             ]

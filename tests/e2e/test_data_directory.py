@@ -172,7 +172,7 @@ async def test_check_reports_a_directory_and_repair_cuts_back_saying_what_is_los
     healthy = frontier("check", str(data))
     out = healthy.stdout.decode()
     assert healthy.returncode == 0, healthy.stderr.decode()
-    assert f"  catalogue: schema version 2, 1 dataflows\n    dataflow {dataflow}:" in out
+    assert f"  catalogue: schema version 3, 1 dataflows\n    dataflow {dataflow}:" in out
     assert f"  inputs/{dataflow}/0: 1 segments, frames 0-5, " in out
     assert ", synced to 6\n" in out
 

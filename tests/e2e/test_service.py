@@ -67,7 +67,15 @@ async def test_two_producers_frontiers_events_reads(service: Server) -> None:
             "name": "word counts",
             "status": "running",
             "created_at": created["created_at"],
-            "inputs": {"words": {"frontier": [0], "sessions": 0, "records_in": 0, "closed": False}},
+            "inputs": {
+                "words": {
+                    "frontier": [0],
+                    "sessions": 0,
+                    "records_in": 0,
+                    "closed": False,
+                    "process": 0,
+                }
+            },
             "outputs": {"out": {"frontier": [0], "records_out": 0}},
             "graph": WORDS_COUNT,
             "error": None,

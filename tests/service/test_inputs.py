@@ -220,7 +220,14 @@ async def test_push_records_reach_the_output_per_time(start: Start, workers: int
     assert output(log) == {0: ["a", "c"], 1: ["d"], 2: ["b"]}
     assert (x.records_in, log.records_out) == (4, 4)
     assert asdict(manager.describe(record, operators=False))["inputs"] == {
-        "x": {"frontier": [], "sessions": 0, "records_in": 4, "closed": True, "schema": None}
+        "x": {
+            "frontier": [],
+            "sessions": 0,
+            "records_in": 4,
+            "closed": True,
+            "schema": None,
+            "process": 0,
+        }
     }
 
 

@@ -477,7 +477,14 @@ async def test_describe(start: Start, workers: int) -> None:
         "graph": SMALL,
         "error": None,
         "inputs": {
-            "x": {"frontier": [2], "sessions": 2, "records_in": 5, "closed": False, "schema": None}
+            "x": {
+                "frontier": [2],
+                "sessions": 2,
+                "records_in": 5,
+                "closed": False,
+                "schema": None,
+                "process": 0,
+            }
         },
         "outputs": {"out": {"frontier": [2], "records_out": 3}},
         "operators": {

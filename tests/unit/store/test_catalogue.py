@@ -8,7 +8,14 @@ from pathlib import Path
 import pytest
 
 from operators.progress import Product
-from service.store.catalogue import FILE, MIGRATIONS, VERSION, Catalogue, NewerCatalogue
+from service.store.catalogue import (
+    FILE,
+    MIGRATIONS,
+    VERSION,
+    Catalogue,
+    NewerCatalogue,
+    Shape,
+)
 
 
 def test_dataflows_come_back_in_creation_order_after_reopening(tmp_path: Path) -> None:
@@ -70,7 +77,7 @@ def test_a_fresh_file_is_at_version_zero_until_migrated(tmp_path: Path) -> None:
             "SELECT name FROM sqlite_master WHERE type = 'table'"
         )
     }
-    assert tables == {"dataflows", "consumers", "sqlite_sequence"}
+    assert tables == {"dataflows", "consumers", "meta", "sqlite_sequence"}
 
 
 def test_a_directory_of_the_first_schema_is_migrated_keeping_its_rows(tmp_path: Path) -> None:
@@ -83,8 +90,50 @@ def test_a_directory_of_the_first_schema_is_migrated_keeping_its_rows(tmp_path: 
         )
         db.execute("PRAGMA user_version = 1")
     catalogue = Catalogue(tmp_path)
-    assert catalogue.version == VERSION == 2
+    assert catalogue.version == VERSION == 3
     [old] = catalogue.dataflows()
-    assert (old.id, old.name, old.status, old.truncated_before) == ("old", "kept", "running", 0)
+    assert (old.id, old.name, old.status, old.truncated_before, old.holders) == (
+        "old",
+        "kept",
+        "running",
+        0,
+        None,
+    )
     catalogue.truncated("old", 40)
     assert [d.truncated_before for d in catalogue.dataflows()] == [40]
+    assert catalogue.shape() is None
+
+
+def test_a_directory_of_the_second_schema_gets_a_shape_and_holders(tmp_path: Path) -> None:
+    path = tmp_path / FILE
+    with sqlite3.connect(path) as db:  # as the release with schema 2 left it
+        db.executescript(MIGRATIONS[0] + MIGRATIONS[1])
+        db.execute(
+            "INSERT INTO dataflows (id, tenant, name, graph, created_at, status, "
+            "truncated_before) VALUES ('old', 't', 'kept', '{}', 1.0, 'running', 7)"
+        )
+        db.execute("INSERT INTO consumers VALUES ('old', 'out', 'spark', '3')")
+        db.execute("PRAGMA user_version = 2")
+    catalogue = Catalogue(tmp_path)
+    assert catalogue.version == 3
+    [old] = catalogue.dataflows()
+    assert (old.id, old.truncated_before, old.holders) == ("old", 7, None)
+    assert catalogue.consumers("old") == [("out", "spark", 3)]
+    assert (catalogue.shape(), catalogue.meta("shape")) == (None, None)
+    catalogue.set_holders("old", {"words": 2, "lines": 0})
+    catalogue.set_shape(Shape(3, 2), 1)
+    catalogue.close()
+    again = Catalogue(tmp_path)
+    assert [d.holders for d in again.dataflows()] == [{"words": 2, "lines": 0}]
+    assert again.shape() == (Shape(3, 2), 1)
+    assert (again.meta("shape"), again.meta("process")) == ({"processes": 3, "workers": 2}, 1)
+    again.set_shape(Shape(1, 1), 0)
+    assert again.shape() == (Shape(1, 1), 0)
+    assert str(Shape(1, 1)) == "1 process x 1 worker"
+
+
+def test_a_new_dataflow_keeps_its_holders(tmp_path: Path) -> None:
+    catalogue = Catalogue(tmp_path)
+    catalogue.add_dataflow("a", "t", "", {}, 1.0, {"x": 1})
+    catalogue.add_dataflow("b", "t", "", {}, 2.0)
+    assert [(d.id, d.holders) for d in catalogue.dataflows()] == [("a", {"x": 1}), ("b", None)]
