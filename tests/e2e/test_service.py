@@ -58,6 +58,9 @@ async def raw(server: Server, method: str, path: str, body: bytes | None = None)
 # --------------------------------------------------------------------------- the whole path
 
 
+UNTYPED = {"runs": "rows", "why": "its input is not typed (no schema reaches it)"}
+
+
 async def test_two_producers_frontiers_events_reads(service: Server) -> None:
     async with AsyncClient(service.url) as client:
         created = await client.create_dataflow(WORDS_COUNT, "word counts")
@@ -80,6 +83,11 @@ async def test_two_producers_frontiers_events_reads(service: Server) -> None:
             "graph": WORDS_COUNT,
             "error": None,
             "record_errors": {},
+            "execution": {
+                "words": {"runs": "rows", "why": "the input has no schema"},
+                "count": UNTYPED,
+                "out": UNTYPED,
+            },
         }
         base = f"/v1/dataflows/{df}"
         watch = Frames(client.frontiers(df))
@@ -199,7 +207,15 @@ async def test_two_producers_frontiers_events_reads(service: Server) -> None:
         assert described == {
             **created,
             "status": "completed",
-            "inputs": {"words": {"frontier": [], "sessions": 0, "records_in": 7, "closed": True}},
+            "inputs": {
+                "words": {
+                    "frontier": [],
+                    "sessions": 0,
+                    "records_in": 7,
+                    "closed": True,
+                    "process": 0,
+                }
+            },
             "outputs": {"out": {"frontier": [], "records_out": 6}},
             "operators": {
                 "words": {"outputs": [{"frontier": [], "records": 7}]},
@@ -744,6 +760,8 @@ async def test_dry_run_returns_the_plan_and_creates_nothing(service: Server) -> 
                     "inputs": [],
                     "outputs": 1,
                     "expressions": {},
+                    "runs": "rows",
+                    "why": "the input has no schema",
                 },
                 "count": {
                     "op": "count_by",
@@ -751,6 +769,7 @@ async def test_dry_run_returns_the_plan_and_creates_nothing(service: Server) -> 
                     "inputs": ["words:0"],
                     "outputs": 1,
                     "expressions": {"key": {"source": "r", "python": "...", "type": "dyn"}},
+                    **UNTYPED,
                 },
                 "out": {
                     "op": "output",
@@ -758,6 +777,7 @@ async def test_dry_run_returns_the_plan_and_creates_nothing(service: Server) -> 
                     "inputs": ["count:0"],
                     "outputs": 0,
                     "expressions": {},
+                    **UNTYPED,
                 },
             },
         }

@@ -453,6 +453,9 @@ SMALL = {
 }
 
 
+UNTYPED = {"runs": "rows", "why": "its input is not typed (no schema reaches it)"}
+
+
 @pytest.mark.parametrize("workers", [1, 3])
 async def test_describe(start: Start, workers: int) -> None:
     manager = await start(workers)
@@ -495,6 +498,10 @@ async def test_describe(start: Start, workers: int) -> None:
             "out": {"outputs": []},
         },
         "record_errors": {"double": {"count": 1, "last": "no such overload: string * int"}},
+        "execution": {
+            "x": {"runs": "rows", "why": "the input has no schema"},
+            **{node: UNTYPED for node in ("spread", "double", "big", "out")},
+        },
     }
     assert manager.describe(record, operators=False).operators is None
     assert {t: sorted(log.records_at(t)) for t in log.complete_times(None, None)} == {
