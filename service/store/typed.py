@@ -29,9 +29,9 @@ from typing import Any
 
 import orjson
 
-from operators.graph.schema import FieldType, Schema
+from operators.graph.schema import Field, FieldType, Schema
 from operators.runtime import Columns
-from service.store.batches import ARROW, JSON, Batch, BatchError, json_pairs, read_arrow
+from service.store.batches import ARROW, JSON, Batch, BatchError, json_pairs, read_arrow_bounded
 
 _INT_RANGE = {"int64": (-(2**63), 2**63 - 1), "uint64": (0, 2**64 - 1)}
 
@@ -138,6 +138,42 @@ class TypedRecords:
             times, rows = self.times, self.records.to_pylist()
             return Batch.of(times, rows)
         return Batch(ARROW, ipc(self.times, self.records))
+
+
+FEW_TIMES = 16
+"""The most times a commit's typed chunks may span for :func:`by_time_across` to group them
+a time at a time (one filter per time over every chunk) rather than chunk by chunk."""
+
+
+def by_time_across(chunks: Sequence[TypedRecords]) -> list[tuple[Hashable, Columns]] | None:
+    """The records of ``chunks`` as one container per time, ascending; ``None``: not so.
+
+    The same containers as each chunk's :meth:`TypedRecords.by_time` concatenated per time
+    (a time's records in chunk order, and in staging order within a chunk), for chunks of
+    integer times spanning at most :data:`FEW_TIMES` values (a Spark write's, say): each
+    time's records are filtered out of all the chunks and concatenated, where grouping
+    chunk by chunk sorts and copies every chunk and then copies every record again.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    chunks = [chunk for chunk in chunks if len(chunk)]
+    if len(chunks) < 2 or not all(chunk.integer_times for chunk in chunks):
+        return None
+    least = min(chunk.least for chunk in chunks)
+    greatest = max(chunk.greatest for chunk in chunks)
+    if greatest - least >= FEW_TIMES:
+        return None
+    if least == greatest:  # one time: the chunks' records as they are, concatenated
+        return [(least, Columns(pa.concat_arrays([chunk.records for chunk in chunks])))]
+    times = pa.chunked_array([chunk.times for chunk in chunks], pa.uint64())
+    records = pa.chunked_array([chunk.records for chunk in chunks])
+    groups: list[tuple[Hashable, Columns]] = []
+    for time in range(least, greatest + 1):
+        at = records.filter(pc.equal(times, pa.scalar(time, pa.uint64())))
+        if len(at):
+            groups.append((time, Columns(at.combine_chunks())))
+    return groups
 
 
 def ipc(times: Any, records: Any) -> bytes:
@@ -299,26 +335,63 @@ def from_arrow(body: bytes, schema: Schema) -> TypedRecords:
     range, whole floats into ints, integers that a double holds exactly into float64,
     other string encodings into string); otherwise :class:`SchemaMismatch` names the
     column (and the first row, for a value out of range or a null where none may be).
+
+    A scalar column already of its field's exact Arrow type is taken as it is, once its
+    nulls are checked (none where the field is not nullable): the usual body (a producer
+    that writes the input's own schema, the Spark sink) is not conformed at all.
     """
     import pyarrow as pa
 
-    _pa, times, table = read_arrow(body)
+    _pa, times, (least, greatest), table = read_arrow_bounded(body)
+    plan = _plan(schema)
     names = table.column_names
-    declared = {f.name for f in schema.fields}
     for name in names:
-        if name not in declared:
+        if name not in plan.declared:
             raise SchemaMismatch(name, "unexpected column (not a field of the input's schema)")
     columns = []
-    for field in schema.fields:
+    for field, arrow, scalar in plan.fields:
         if field.name in names:
             column = table.column(field.name)
+            if scalar and column.type == arrow and (field.type.nullable or not column.null_count):
+                columns.append(column)  # exact already: nothing to cast or check
+                continue
         elif field.type.nullable:
-            column = pa.nulls(table.num_rows, field.type.arrow())
+            column = pa.nulls(table.num_rows, arrow)
         else:
             raise SchemaMismatch(field.name, f"missing column (expected {_name(field.type)})")
         columns.append(_column(column, field.type, field.name))
-    fields = [f.arrow() for f in schema.fields]
-    return typed(times, pa.StructArray.from_arrays(columns, fields=fields))
+    records = pa.StructArray.from_arrays(columns, fields=plan.arrow_fields)
+    return TypedRecords(times, records, least, greatest)
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """What :func:`from_arrow` needs of a schema, made once per schema."""
+
+    declared: frozenset[str]
+    fields: tuple[tuple[Field, Any, bool], ...]
+    """Each field, its Arrow type, and whether it is a scalar (no list, no object)."""
+    arrow_fields: list[Any]
+
+
+_PLANS: dict[int, tuple[Schema, _Plan]] = {}
+
+
+def _plan(schema: Schema) -> _Plan:
+    """The schema's plan, kept by identity (the schema is kept with it, so ids never clash)."""
+    kept = _PLANS.get(id(schema))
+    if kept is not None and kept[0] is schema:
+        return kept[1]
+    scalar = ("list", "object")
+    plan = _Plan(
+        frozenset(f.name for f in schema.fields),
+        tuple((f, f.type.arrow(), f.type.kind not in scalar) for f in schema.fields),
+        [f.arrow() for f in schema.fields],
+    )
+    if len(_PLANS) >= 256:
+        _PLANS.clear()
+    _PLANS[id(schema)] = (schema, plan)
+    return plan
 
 
 def _column(column: Any, kind: FieldType, name: str) -> Any:
@@ -473,6 +546,7 @@ def _join(where: str, name: str) -> str:
 __all__ = [
     "SchemaMismatch",
     "TypedRecords",
+    "by_time_across",
     "check_record",
     "conform",
     "from_arrow",

@@ -31,7 +31,7 @@ from service.app.inputs.sessions import Sessions
 from service.app.inputs.times import check, pairs_at_or_after
 from service.app.views import Ack
 from service.store import Abort, Batch, Commit, Expire, Stage
-from service.store.typed import TypedRecords
+from service.store.typed import TypedRecords, by_time_across
 
 
 @dataclass(slots=True)
@@ -451,6 +451,13 @@ class Transactions:
         A typed input's chunks are columns: the containers at one time are concatenated
         (one Arrow copy), never made into Python records.
         """
+        if chunks and all(isinstance(chunk, TypedRecords) for chunk in chunks):
+            typed = cast("list[TypedRecords]", chunks)
+            across = by_time_across(typed)
+            if across is not None:
+                count = sum(map(len, typed))
+                self._core.send_groups(dict(across), count)
+                return count
         groups: dict[Hashable, list[Any]] = {}
         count = 0
         for chunk in chunks:
