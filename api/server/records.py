@@ -190,19 +190,19 @@ def check_typed(
             if body_bytes > most:
                 check_records(records.records.to_pylist(), body_bytes, limits, pointer)
             return
-    if base + 6 * body_bytes <= most:
-        return  # no string in the body is long enough
+    # No row holds more string bytes than all the strings' data buffers together.
+    text = sum(_data_bytes(records.records.field(index)) for index in strings)
+    if base + 6 * min(text, body_bytes) <= most:
+        return  # no row's strings are long enough
     import pyarrow.compute as pc
 
     if not strings:
-        if base <= most:
-            return
         over = list(range(len(records)))  # a limit below a record of numbers: each is sized
     else:
         columns = records.records.flatten()
-        lengths = pc.binary_length(columns[strings[0]]).fill_null(0)
+        lengths = _lengths(pc, columns[strings[0]])
         for index in strings[1:]:
-            lengths = pc.add(lengths, pc.binary_length(columns[index]).fill_null(0))
+            lengths = pc.add(lengths, _lengths(pc, columns[index]))
         if base + 6 * pc.max(lengths).as_py() <= most:
             return
         over = pc.indices_nonzero(pc.greater(lengths, (most - base) // 6)).to_pylist()
@@ -225,3 +225,15 @@ def _depth(kind: Any) -> int:
     if pa.types.is_struct(kind):
         return 1 + max((_depth(kind.field(i).type) for i in range(kind.num_fields)), default=0)
     return 0
+
+
+def _data_bytes(strings: Any) -> int:
+    """The size of a string array's data buffer: at least the bytes of all its strings."""
+    data = strings.buffers()[2]
+    return 0 if data is None else int(data.size)
+
+
+def _lengths(pc: Any, strings: Any) -> Any:
+    """Each string's length in bytes (0 for a null)."""
+    lengths = pc.binary_length(strings)
+    return lengths.fill_null(0) if lengths.null_count else lengths

@@ -297,9 +297,8 @@ def read_arrow(body: bytes) -> tuple[Any, Any, Any]:
 def read_arrow_bounded(body: bytes) -> tuple[Any, Any, tuple[int, int], Any]:
     """:func:`read_arrow`, with the least and greatest time (``(0, 0)`` for no rows).
 
-    One pass over the times: their least and greatest at once (a negative least is
-    refused), then the column seen as uint64 without a copy (int64 and uint64 share their
-    layout, and no time is negative).
+    The times' least and greatest (a negative least is refused), then the column seen as
+    uint64 without a copy (int64 and uint64 share their layout, and no time is negative).
     """
     pa = pyarrow_module()
     compute = pa.compute
@@ -323,8 +322,8 @@ def read_arrow_bounded(body: bytes) -> tuple[Any, Any, tuple[int, int], Any]:
         raise BatchError("the 'time' column has nulls")
     bounds = (0, 0)
     if len(times):
-        extremes = compute.min_max(times)
-        bounds = (extremes["min"].as_py(), extremes["max"].as_py())
+        values = times.to_numpy()  # no nulls: a view, and numpy's min and max are quicker
+        bounds = (int(values.min()), int(values.max()))
         if bounds[0] < 0:
             index = compute.index(compute.less(times, 0), True).as_py()
             raise BatchError(f"row {index}: time {times[index].as_py()} is outside [0, 2**64)")
