@@ -155,41 +155,25 @@ def check_typed(
     r""":func:`check_records` for a typed Arrow batch, in bulk: the same refusals, the same record.
 
     A record's size is its JSON encoding's, as for any other batch; its depth is its
-    schema's, checked once (only lists and objects nest). For records of scalar fields, each row's
-    JSON is bounded without encoding it: a fixed number of bytes per field for names,
+    schema's, checked once (only lists and objects nest). For records of scalar fields, a
+    row's JSON is bounded without encoding it: a fixed number of bytes per field for names,
     numbers and bools, and at most 6 bytes per byte of a string (``\u00XX`` for a control
-    character) plus its quotes, from the strings' offsets. Only rows whose bound is over
-    ``max_record_bytes`` are encoded, to find the largest (so the same record is named as
-    :func:`check_records` would); most bodies are cleared by one sum per string column.
-    Records with lists or objects are encoded, as an untyped body's are, only when the body
-    is large enough that one could be over the limit.
+    character) plus its quotes. The usual batch is cleared by the size of its strings' data
+    buffers (no row holds more); otherwise each row's string bytes come from the offsets,
+    and only rows whose bound is over ``max_record_bytes`` are encoded, to find the largest
+    (so the same record is named as :func:`check_records` would). Records with lists or
+    objects are encoded, as an untyped body's are, only when the body is large enough that
+    one could be over the limit.
     """
     most = limits.max_record_bytes
     if not len(records):
         return
     fields = records.records.type
-    base, strings = 1, []  # "{" (each field adds its comma or the closing "}")
-    for index in range(fields.num_fields):
-        field = fields.field(index)
-        base += len(orjson.dumps(field.name)) + 2  # "name": and the comma
-        kind = str(field.type)
-        if kind in ("string", "large_string"):
-            base += 4  # its quotes (or null)
-            strings.append(index)
-        elif kind in _SCALAR_JSON_BYTES:
-            base += _SCALAR_JSON_BYTES[kind]
-        else:  # lists or objects: as an untyped body's columns are (check_columns)
-            deepest = min(limits.max_record_depth, MOST_RECORD_DEPTH)
-            depth = _depth(fields)
-            if depth > deepest:
-                raise Invalid(
-                    f"record 0 nests {depth} levels deep, beyond max_record_depth ({deepest}): "
-                    "the input's schema nests that deep",
-                    [{"pointer": pointer(0), "detail": "beyond max_record_depth"}],
-                )
-            if body_bytes > most:
-                check_records(records.records.to_pylist(), body_bytes, limits, pointer)
-            return
+    bound = _fixed_bytes(fields)
+    if bound is None:  # lists or objects: as an untyped body's columns are (check_columns)
+        _check_nested(records, body_bytes, limits, pointer)
+        return
+    base, strings = bound
     # No row holds more string bytes than all the strings' data buffers together.
     text = sum(_data_bytes(records.records.field(index)) for index in strings)
     if base + 6 * min(text, body_bytes) <= most:
@@ -225,6 +209,42 @@ def _depth(kind: Any) -> int:
     if pa.types.is_struct(kind):
         return 1 + max((_depth(kind.field(i).type) for i in range(kind.num_fields)), default=0)
     return 0
+
+
+def _fixed_bytes(fields: Any) -> tuple[int, list[int]] | None:
+    """The JSON bytes of a record of ``fields`` but its strings' text, and which are strings.
+
+    ``None`` when a field is a list or an object.
+    """
+    base, strings = 1, []  # "{" (each field adds its comma or the closing "}")
+    for index in range(fields.num_fields):
+        field = fields.field(index)
+        base += len(orjson.dumps(field.name)) + 2  # "name": and the comma
+        kind = str(field.type)
+        if kind in ("string", "large_string"):
+            base += 4  # its quotes (or null)
+            strings.append(index)
+        elif kind in _SCALAR_JSON_BYTES:
+            base += _SCALAR_JSON_BYTES[kind]
+        else:
+            return None
+    return base, strings
+
+
+def _check_nested(
+    records: TypedRecords, body_bytes: int, limits: Limits, pointer: Callable[[int], str]
+) -> None:
+    """:func:`check_typed` for records with lists or objects: the depth, then the sizes."""
+    deepest = min(limits.max_record_depth, MOST_RECORD_DEPTH)
+    depth = _depth(records.records.type)
+    if depth > deepest:
+        raise Invalid(
+            f"record 0 nests {depth} levels deep, beyond max_record_depth ({deepest}): "
+            "the input's schema nests that deep",
+            [{"pointer": pointer(0), "detail": "beyond max_record_depth"}],
+        )
+    if body_bytes > limits.max_record_bytes:
+        check_records(records.records.to_pylist(), body_bytes, limits, pointer)
 
 
 def _data_bytes(strings: Any) -> int:

@@ -8,14 +8,9 @@ record, to name the first record and field that do not (:func:`check_record`).
 
 JSON records become columns by pyarrow's own conversion with type inference
 (``pa.array(records)``), then :func:`conform` casts each column to its declared type where
-that is exact. Measured on 10,000 records ``{key, value, tags}`` (``docs/columnar.md``):
-``orjson.loads`` of the body 6.1 ms; ``pa.array(records, type=struct)`` 2.2 ms but lenient
-(1.5 becomes 1 in an int64 field, ``true`` 1.0 in a float64 one, ``"ab"`` the list
-``["a", "b"]``, and extra fields vanish); inference 4.7 ms, and strict: an extra field, at
-any depth, is an extra column, and a float or a bool among ints is a column of another
-type; per-field Python lists with ``StructArray.from_arrays`` 2.2 ms with the same
-leniency plus a list per field; NDJSON through ``pyarrow.json`` 4.0 ms on a ready body but
-30 ms with the re-encoding a ``records`` body needs. Inference it is.
+that is exact: strict (an extra field is an extra column, a float among ints a column of
+another type) where a conversion to the declared type is lenient (1.5 becomes 1, extra
+fields vanish). ``docs/columnar.md`` (Typed inputs) has the ways measured.
 
 The same code reads a logged typed batch on recovery, so a replay sends the same records.
 """
@@ -140,42 +135,6 @@ class TypedRecords:
         return Batch(ARROW, ipc(self.times, self.records))
 
 
-FEW_TIMES = 16
-"""The most times a commit's typed chunks may span for :func:`by_time_across` to group them
-a time at a time (one filter per time over every chunk) rather than chunk by chunk."""
-
-
-def by_time_across(chunks: Sequence[TypedRecords]) -> list[tuple[Hashable, Columns]] | None:
-    """The records of ``chunks`` as one container per time, ascending; ``None``: not so.
-
-    The same containers as each chunk's :meth:`TypedRecords.by_time` concatenated per time
-    (a time's records in chunk order, and in staging order within a chunk), for chunks of
-    integer times spanning at most :data:`FEW_TIMES` values (a Spark write's, say): each
-    time's records are filtered out of all the chunks and concatenated, where grouping
-    chunk by chunk sorts and copies every chunk and then copies every record again.
-    """
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    chunks = [chunk for chunk in chunks if len(chunk)]
-    if len(chunks) < 2 or not all(chunk.integer_times for chunk in chunks):
-        return None
-    least = min(chunk.least for chunk in chunks)
-    greatest = max(chunk.greatest for chunk in chunks)
-    if greatest - least >= FEW_TIMES:
-        return None
-    if least == greatest:  # one time: the chunks' records as they are, concatenated
-        return [(least, Columns(pa.concat_arrays([chunk.records for chunk in chunks])))]
-    times = pa.chunked_array([chunk.times for chunk in chunks], pa.uint64())
-    records = pa.chunked_array([chunk.records for chunk in chunks])
-    groups: list[tuple[Hashable, Columns]] = []
-    for time in range(least, greatest + 1):
-        at = records.filter(pc.equal(times, pa.scalar(time, pa.uint64())))
-        if len(at):
-            groups.append((time, Columns(at.combine_chunks())))
-    return groups
-
-
 def ipc(times: Any, records: Any) -> bytes:
     """An Arrow IPC stream of one record batch: ``time`` then the records' fields."""
     import pyarrow as pa
@@ -191,21 +150,17 @@ def ipc(times: Any, records: Any) -> bytes:
     return bytes(sink.getvalue().to_pybytes())
 
 
-def _bounds(times: Any) -> tuple[Any, Any]:
+def typed(times: Any, records: Any) -> TypedRecords:
+    """A typed batch of ``times`` (uint64 array or Python times) and a struct array."""
     if isinstance(times, list):
-        return (times[0], times[0]) if times and len(set(times)) == 1 else (None, None)
+        one = times[0] if times and len(set(times)) == 1 else None
+        return TypedRecords(times, records, one, one)
     if not len(times):
-        return 0, 0
+        return TypedRecords(times, records, 0, 0)
     import pyarrow.compute as pc
 
     bounds = pc.min_max(times)
-    return bounds["min"].as_py(), bounds["max"].as_py()
-
-
-def typed(times: Any, records: Any) -> TypedRecords:
-    """A typed batch of ``times`` (uint64 array or Python times) and a struct array."""
-    least, greatest = _bounds(times)
-    return TypedRecords(times, records, least, greatest)
+    return TypedRecords(times, records, bounds["min"].as_py(), bounds["max"].as_py())
 
 
 # --------------------------------------------------------------------------- JSON records
@@ -334,22 +289,19 @@ def from_arrow(body: bytes, schema: Schema) -> TypedRecords:
     A column is cast to its declared type only where that is exact (integers within
     range, whole floats into ints, integers that a double holds exactly into float64,
     other string encodings into string); otherwise :class:`SchemaMismatch` names the
-    column (and the first row, for a value out of range or a null where none may be).
-
-    A scalar column already of its field's exact Arrow type is taken as it is, once its
-    nulls are checked (none where the field is not nullable): the usual body (a producer
-    that writes the input's own schema, the Spark sink) is not conformed at all.
+    column (and the first row, for a value out of range or a null where none may be). A
+    scalar column of its field's exact type (the usual body) is only checked for nulls.
     """
     import pyarrow as pa
 
     _pa, times, (least, greatest), table = read_arrow_bounded(body)
-    plan = _plan(schema)
+    declared, fields, arrow_fields = _plan(schema)
     names = table.column_names
     for name in names:
-        if name not in plan.declared:
+        if name not in declared:
             raise SchemaMismatch(name, "unexpected column (not a field of the input's schema)")
     columns = []
-    for field, arrow, scalar in plan.fields:
+    for field, arrow, scalar in fields:
         if field.name in names:
             column = table.column(field.name)
             if scalar and column.type == arrow and (field.type.nullable or not column.null_count):
@@ -360,34 +312,23 @@ def from_arrow(body: bytes, schema: Schema) -> TypedRecords:
         else:
             raise SchemaMismatch(field.name, f"missing column (expected {_name(field.type)})")
         columns.append(_column(column, field.type, field.name))
-    records = pa.StructArray.from_arrays(columns, fields=plan.arrow_fields)
+    records = pa.StructArray.from_arrays(columns, fields=arrow_fields)
     return TypedRecords(times, records, least, greatest)
 
 
-@dataclass(frozen=True, slots=True)
-class _Plan:
-    """What :func:`from_arrow` needs of a schema, made once per schema."""
-
-    declared: frozenset[str]
-    fields: tuple[tuple[Field, Any, bool], ...]
-    """Each field, its Arrow type, and whether it is a scalar (no list, no object)."""
-    arrow_fields: list[Any]
-
-
+_Plan = tuple[frozenset[str], tuple[tuple[Field, Any, bool], ...], list[Any]]
 _PLANS: dict[int, tuple[Schema, _Plan]] = {}
 
 
 def _plan(schema: Schema) -> _Plan:
-    """The schema's plan, kept by identity (the schema is kept with it, so ids never clash)."""
+    """Names; (field, Arrow type, scalar?) each; Arrow fields. Kept by identity, with it."""
     kept = _PLANS.get(id(schema))
     if kept is not None and kept[0] is schema:
         return kept[1]
-    scalar = ("list", "object")
-    plan = _Plan(
-        frozenset(f.name for f in schema.fields),
-        tuple((f, f.type.arrow(), f.type.kind not in scalar) for f in schema.fields),
-        [f.arrow() for f in schema.fields],
+    fields = tuple(
+        (f, f.type.arrow(), f.type.kind not in ("list", "object")) for f in schema.fields
     )
+    plan = (frozenset(f.name for f in schema.fields), fields, [f.arrow() for f in schema.fields])
     if len(_PLANS) >= 256:
         _PLANS.clear()
     _PLANS[id(schema)] = (schema, plan)
@@ -546,7 +487,6 @@ def _join(where: str, name: str) -> str:
 __all__ = [
     "SchemaMismatch",
     "TypedRecords",
-    "by_time_across",
     "check_record",
     "conform",
     "from_arrow",

@@ -25,13 +25,13 @@ from typing import Any, cast
 
 from operators.progress import less_equal
 from service.app.errors import Conflict, Gone, IdempotencyKeyReused, LimitExceeded, NotFound
-from service.app.inputs.chunks import Chunk, Columns, by_time, joined, pairs_of
+from service.app.inputs.chunks import Chunk, Columns, by_time, by_time_across, joined, pairs_of
 from service.app.inputs.core import InputCore, Session, holds, shown
 from service.app.inputs.sessions import Sessions
 from service.app.inputs.times import check, pairs_at_or_after
 from service.app.views import Ack
 from service.store import Abort, Batch, Commit, Expire, Stage
-from service.store.typed import TypedRecords, by_time_across
+from service.store.typed import TypedRecords
 
 
 @dataclass(slots=True)
