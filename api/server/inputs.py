@@ -12,7 +12,7 @@ from api.models import SEQ_MAX, Advance, OpenSession, Push, plain_push
 from api.server.arrow import ARROW_STREAM, records_from_arrow
 from api.server.context import SETTINGS, manager_of, tenant_of
 from api.server.http import json_response, parse, read_body
-from api.server.records import check_records
+from api.server.records import check_records, check_typed
 from service.app import BadRequest, ProducerInput
 
 
@@ -60,7 +60,9 @@ async def push(request: web.Request) -> web.Response:
         if producer.schema is not None:
             # A typed input: the body's columns are checked against its schema and go
             # into the dataflow as they are (422 naming the column that does not fit).
-            ack = producer.push_typed(session, seq, producer.typed_arrow(data), raw)
+            typed = producer.typed_arrow(data)
+            check_typed(typed, len(data), request.app[SETTINGS].limits)
+            ack = producer.push_typed(session, seq, typed, raw)
             await producer.durable()
             return json_response(ack_json(ack))
         records = records_from_arrow(data)

@@ -23,7 +23,7 @@ from api.models import AdvanceFrame, ClientFrame, CloseFrame, PlainPush, PushFra
 from api.server.arrow import ARROW_FRAME, arrow_seq, records_from_arrow
 from api.server.http import strict_json, time_param
 from api.server.problems import invalid_body
-from api.server.records import check_records
+from api.server.records import check_records, check_typed
 from api.server.sockets import (
     BAD_FRAME,
     FRONTIER_BUFFER_BYTES,
@@ -209,7 +209,9 @@ class ProducerStream:
         try:
             ack = self.producer.resent(session, seq)
             if ack is None and self.producer.schema is not None:
-                ack = self.producer.push_typed(session, seq, self.producer.typed_arrow(data), raw)
+                typed = self.producer.typed_arrow(data)
+                check_typed(typed, len(data), self.limits)
+                ack = self.producer.push_typed(session, seq, typed, raw)
             elif ack is None:
                 records = records_from_arrow(data)
                 check_records([r for _, r in records], len(data), self.limits)

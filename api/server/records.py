@@ -22,7 +22,7 @@ from typing import Any
 
 import orjson
 
-from service.app import ArrowRecords, Invalid, Limits
+from service.app import ArrowRecords, Invalid, Limits, TypedRecords
 
 ORJSON_DEPTH = 254
 """The deepest nesting orjson encodes (its recursion limit refuses 255)."""
@@ -122,7 +122,7 @@ def check_columns(columns: ArrowRecords, body_bytes: int, limits: Limits) -> Non
     """
     decoded = columns.decoded
     if decoded is not None:
-        check_records(decoded, body_bytes, limits, _row)
+        check_records(decoded, body_bytes, limits, row_pointer)
         return
     most = min(limits.max_record_depth, MOST_RECORD_DEPTH)
     depth = columns.row_depth()
@@ -130,11 +130,130 @@ def check_columns(columns: ArrowRecords, body_bytes: int, limits: Limits) -> Non
         raise Invalid(
             f"record 0 nests {depth} levels deep, beyond max_record_depth ({most}): the "
             "columns' types nest that deep",
-            [{"pointer": _row(0), "detail": "beyond max_record_depth"}],
+            [{"pointer": row_pointer(0), "detail": "beyond max_record_depth"}],
         )
     if body_bytes > limits.max_record_bytes:
-        check_records(columns.records(), body_bytes, limits, _row)
+        check_records(columns.records(), body_bytes, limits, row_pointer)
 
 
-def _row(index: int) -> str:
+def row_pointer(index: int) -> str:
+    """How a staged Arrow body names its row ``index`` in a problem (``row 3``)."""
     return f"row {index}"
+
+
+_SCALAR_JSON_BYTES = {"int64": 20, "uint64": 20, "float64": 25, "bool": 5}
+"""The most bytes a value of each fixed-width type encodes to in JSON (``-9223372036854775808``,
+``18446744073709551615``, a double's shortest form, ``false``); ``null`` is 4."""
+
+
+def check_typed(
+    records: TypedRecords,
+    body_bytes: int,
+    limits: Limits,
+    pointer: Callable[[int], str] = lambda index: f"/records/{index}/1",
+) -> None:
+    r""":func:`check_records` for a typed Arrow batch, in bulk: the same refusals, the same record.
+
+    A record's size is its JSON encoding's, as for any other batch; its depth is its
+    schema's, checked once (only lists and objects nest). For records of scalar fields, a
+    row's JSON is bounded without encoding it: a fixed number of bytes per field for names,
+    numbers and bools, and at most 6 bytes per byte of a string (``\u00XX`` for a control
+    character) plus its quotes. The usual batch is cleared by the size of its strings' data
+    buffers (no row holds more); otherwise each row's string bytes come from the offsets,
+    and only rows whose bound is over ``max_record_bytes`` are encoded, to find the largest
+    (so the same record is named as :func:`check_records` would). Records with lists or
+    objects are encoded, as an untyped body's are, only when the body is large enough that
+    one could be over the limit.
+    """
+    most = limits.max_record_bytes
+    if not len(records):
+        return
+    fields = records.records.type
+    bound = _fixed_bytes(fields)
+    if bound is None:  # lists or objects: as an untyped body's columns are (check_columns)
+        _check_nested(records, body_bytes, limits, pointer)
+        return
+    base, strings = bound
+    # No row holds more string bytes than all the strings' data buffers together.
+    text = sum(_data_bytes(records.records.field(index)) for index in strings)
+    if base + 6 * min(text, body_bytes) <= most:
+        return  # no row's strings are long enough
+    import pyarrow.compute as pc
+
+    if not strings:
+        over = list(range(len(records)))  # a limit below a record of numbers: each is sized
+    else:
+        columns = records.records.flatten()
+        lengths = _lengths(pc, columns[strings[0]])
+        for index in strings[1:]:
+            lengths = pc.add(lengths, _lengths(pc, columns[index]))
+        if base + 6 * pc.max(lengths).as_py() <= most:
+            return
+        over = pc.indices_nonzero(pc.greater(lengths, (most - base) // 6)).to_pylist()
+    sizes = [len(orjson.dumps(records.records[row].as_py())) for row in over]
+    largest = max(sizes)
+    if largest > most:
+        index = over[sizes.index(largest)]
+        raise Invalid(
+            f"record {index} is {largest} bytes, over max_record_bytes ({most})",
+            [{"pointer": pointer(index), "detail": "over max_record_bytes"}],
+        )
+
+
+def _depth(kind: Any) -> int:
+    """How many lists and objects a value of the Arrow type ``kind`` nests (a scalar is 0)."""
+    import pyarrow as pa
+
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        return 1 + _depth(kind.value_type)
+    if pa.types.is_struct(kind):
+        return 1 + max((_depth(kind.field(i).type) for i in range(kind.num_fields)), default=0)
+    return 0
+
+
+def _fixed_bytes(fields: Any) -> tuple[int, list[int]] | None:
+    """The JSON bytes of a record of ``fields`` but its strings' text, and which are strings.
+
+    ``None`` when a field is a list or an object.
+    """
+    base, strings = 1, []  # "{" (each field adds its comma or the closing "}")
+    for index in range(fields.num_fields):
+        field = fields.field(index)
+        base += len(orjson.dumps(field.name)) + 2  # "name": and the comma
+        kind = str(field.type)
+        if kind in ("string", "large_string"):
+            base += 4  # its quotes (or null)
+            strings.append(index)
+        elif kind in _SCALAR_JSON_BYTES:
+            base += _SCALAR_JSON_BYTES[kind]
+        else:
+            return None
+    return base, strings
+
+
+def _check_nested(
+    records: TypedRecords, body_bytes: int, limits: Limits, pointer: Callable[[int], str]
+) -> None:
+    """:func:`check_typed` for records with lists or objects: the depth, then the sizes."""
+    deepest = min(limits.max_record_depth, MOST_RECORD_DEPTH)
+    depth = _depth(records.records.type)
+    if depth > deepest:
+        raise Invalid(
+            f"record 0 nests {depth} levels deep, beyond max_record_depth ({deepest}): "
+            "the input's schema nests that deep",
+            [{"pointer": pointer(0), "detail": "beyond max_record_depth"}],
+        )
+    if body_bytes > limits.max_record_bytes:
+        check_records(records.records.to_pylist(), body_bytes, limits, pointer)
+
+
+def _data_bytes(strings: Any) -> int:
+    """The size of a string array's data buffer: at least the bytes of all its strings."""
+    data = strings.buffers()[2]
+    return 0 if data is None else int(data.size)
+
+
+def _lengths(pc: Any, strings: Any) -> Any:
+    """Each string's length in bytes (0 for a null)."""
+    lengths = pc.binary_length(strings)
+    return lengths.fill_null(0) if lengths.null_count else lengths

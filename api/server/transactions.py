@@ -13,7 +13,7 @@ from api.server.arrow import ARROW_STREAM, columns_from_arrow
 from api.server.context import SETTINGS
 from api.server.http import json_response, parse, read_body
 from api.server.inputs import producer_of
-from api.server.records import check_columns, check_records
+from api.server.records import check_columns, check_records, check_typed, row_pointer
 from service.app import Columns, LimitExceeded, TypedRecords
 
 
@@ -27,6 +27,7 @@ async def stage(request: web.Request) -> web.Response:
         raw = ("arrow-columns", data)
         if producer.schema is not None:  # a typed input: checked against its schema
             records = producer.typed_arrow(data)
+            check_typed(records, len(data), limits, row_pointer)
         else:
             records = columns_from_arrow(data)
             check_columns(records, len(data), limits)

@@ -16,6 +16,7 @@ bounded queue each (:mod:`service.app.subscribers`).
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import Any, Protocol, cast
 
@@ -86,6 +87,9 @@ class OutputLog:
         self._sizer = sizer
         self._times: dict[Hashable, list[Batch]] = {}
         """The batches retained per time, as they came."""
+        self._order: list[int] | None = [] if type(minimum) is int else None
+        """Integer times: the retained times as a min-heap, so that eviction takes the
+        oldest without sorting them all (each time is pushed and popped once)."""
         self._counts: dict[Hashable, int] = {}
         self._bytes: dict[Hashable, int] = {}
         """Encoded bytes retained per time (with a sizer)."""
@@ -112,6 +116,8 @@ class OutputLog:
         if batches is None:
             self._times[time] = [batch]
             self._counts[time] = len(batch)
+            if self._order is not None:
+                heapq.heappush(self._order, cast("int", time))
         else:
             batches.append(batch)  # a container is never modified once sent
             self._counts[time] += len(batch)
@@ -155,22 +161,60 @@ class OutputLog:
         read = self._read_by_all()
         if read is None and not self._over():
             return
+        if self._order is not None:
+            self._evict_oldest(read)
+            return
         complete = sorted((t for t in self._times if not frontier.less_equal(t)), key=_sort_key)
         forgot = False
         for time in complete:
             consumed = read is not None and not less_equal(read, time)
             if not consumed and not self._over():
                 continue
-            del self._times[time]
-            self._retained -= self._counts.pop(time)
-            self.retained_bytes -= self._bytes.pop(time, 0)
-            # ``evicted`` keeps the latest forgotten times: everything at or before one of
-            # them may be gone.
-            if not any(less_equal(time, e) for e in self.evicted):
-                self.evicted = [e for e in self.evicted if not less_equal(e, time)] + [time]
-                forgot = True
+            self._forget(time)
+            forgot = self._forgotten(time) or forgot
         if forgot:
             self._listener.output_evicted(self.name)
+
+    def _evict_oldest(self, read: Hashable | None) -> None:
+        """:meth:`_evict` for integer times, oldest first from the heap: O(log n) a time.
+
+        The same times go as when all complete times are sorted: the consumed ones are the
+        oldest, and once a complete time stays, every later one does too.
+        """
+        order = self._order
+        assert order is not None
+        frontier = self._frontier
+        forgot = False
+        while order:
+            time = order[0]
+            if time not in self._times:
+                heapq.heappop(order)  # pragma: no cover - every retained time is in both
+                continue
+            if frontier.less_equal(time):
+                break  # not complete: neither it nor any later time may go
+            consumed = read is not None and not less_equal(read, time)
+            if not consumed and not self._over():
+                break
+            heapq.heappop(order)
+            self._forget(time)
+            forgot = self._forgotten(time) or forgot
+        if forgot:
+            self._listener.output_evicted(self.name)
+
+    def _forget(self, time: Hashable) -> None:
+        """Drop the batches retained at ``time``."""
+        del self._times[time]
+        self._retained -= self._counts.pop(time)
+        self.retained_bytes -= self._bytes.pop(time, 0)
+
+    def _forgotten(self, time: Hashable) -> bool:
+        """Note that ``time`` was forgotten; whether ``evicted`` moved on."""
+        # ``evicted`` keeps the latest forgotten times: everything at or before one of
+        # them may be gone.
+        if any(less_equal(time, e) for e in self.evicted):
+            return False
+        self.evicted = [e for e in self.evicted if not less_equal(e, time)] + [time]
+        return True
 
     def _read_by_all(self) -> Hashable | None:
         """The least committed time over the consumers (None: no consumer, or one at none)."""

@@ -8,14 +8,9 @@ record, to name the first record and field that do not (:func:`check_record`).
 
 JSON records become columns by pyarrow's own conversion with type inference
 (``pa.array(records)``), then :func:`conform` casts each column to its declared type where
-that is exact. Measured on 10,000 records ``{key, value, tags}`` (``docs/columnar.md``):
-``orjson.loads`` of the body 6.1 ms; ``pa.array(records, type=struct)`` 2.2 ms but lenient
-(1.5 becomes 1 in an int64 field, ``true`` 1.0 in a float64 one, ``"ab"`` the list
-``["a", "b"]``, and extra fields vanish); inference 4.7 ms, and strict: an extra field, at
-any depth, is an extra column, and a float or a bool among ints is a column of another
-type; per-field Python lists with ``StructArray.from_arrays`` 2.2 ms with the same
-leniency plus a list per field; NDJSON through ``pyarrow.json`` 4.0 ms on a ready body but
-30 ms with the re-encoding a ``records`` body needs. Inference it is.
+that is exact: strict (an extra field is an extra column, a float among ints a column of
+another type) where a conversion to the declared type is lenient (1.5 becomes 1, extra
+fields vanish). ``docs/columnar.md`` (Typed inputs) has the ways measured.
 
 The same code reads a logged typed batch on recovery, so a replay sends the same records.
 """
@@ -29,9 +24,9 @@ from typing import Any
 
 import orjson
 
-from operators.graph.schema import FieldType, Schema
+from operators.graph.schema import Field, FieldType, Schema
 from operators.runtime import Columns
-from service.store.batches import ARROW, JSON, Batch, BatchError, json_pairs, read_arrow
+from service.store.batches import ARROW, JSON, Batch, BatchError, json_pairs, read_arrow_bounded
 
 _INT_RANGE = {"int64": (-(2**63), 2**63 - 1), "uint64": (0, 2**64 - 1)}
 
@@ -155,21 +150,17 @@ def ipc(times: Any, records: Any) -> bytes:
     return bytes(sink.getvalue().to_pybytes())
 
 
-def _bounds(times: Any) -> tuple[Any, Any]:
+def typed(times: Any, records: Any) -> TypedRecords:
+    """A typed batch of ``times`` (uint64 array or Python times) and a struct array."""
     if isinstance(times, list):
-        return (times[0], times[0]) if times and len(set(times)) == 1 else (None, None)
+        one = times[0] if times and len(set(times)) == 1 else None
+        return TypedRecords(times, records, one, one)
     if not len(times):
-        return 0, 0
+        return TypedRecords(times, records, 0, 0)
     import pyarrow.compute as pc
 
     bounds = pc.min_max(times)
-    return bounds["min"].as_py(), bounds["max"].as_py()
-
-
-def typed(times: Any, records: Any) -> TypedRecords:
-    """A typed batch of ``times`` (uint64 array or Python times) and a struct array."""
-    least, greatest = _bounds(times)
-    return TypedRecords(times, records, least, greatest)
+    return TypedRecords(times, records, bounds["min"].as_py(), bounds["max"].as_py())
 
 
 # --------------------------------------------------------------------------- JSON records
@@ -298,27 +289,50 @@ def from_arrow(body: bytes, schema: Schema) -> TypedRecords:
     A column is cast to its declared type only where that is exact (integers within
     range, whole floats into ints, integers that a double holds exactly into float64,
     other string encodings into string); otherwise :class:`SchemaMismatch` names the
-    column (and the first row, for a value out of range or a null where none may be).
+    column (and the first row, for a value out of range or a null where none may be). A
+    scalar column of its field's exact type (the usual body) is only checked for nulls.
     """
     import pyarrow as pa
 
-    _pa, times, table = read_arrow(body)
+    _pa, times, (least, greatest), table = read_arrow_bounded(body)
+    declared, fields, arrow_fields = _plan(schema)
     names = table.column_names
-    declared = {f.name for f in schema.fields}
     for name in names:
         if name not in declared:
             raise SchemaMismatch(name, "unexpected column (not a field of the input's schema)")
     columns = []
-    for field in schema.fields:
+    for field, arrow, scalar in fields:
         if field.name in names:
             column = table.column(field.name)
+            if scalar and column.type == arrow and (field.type.nullable or not column.null_count):
+                columns.append(column)  # exact already: nothing to cast or check
+                continue
         elif field.type.nullable:
-            column = pa.nulls(table.num_rows, field.type.arrow())
+            column = pa.nulls(table.num_rows, arrow)
         else:
             raise SchemaMismatch(field.name, f"missing column (expected {_name(field.type)})")
         columns.append(_column(column, field.type, field.name))
-    fields = [f.arrow() for f in schema.fields]
-    return typed(times, pa.StructArray.from_arrays(columns, fields=fields))
+    records = pa.StructArray.from_arrays(columns, fields=arrow_fields)
+    return TypedRecords(times, records, least, greatest)
+
+
+_Plan = tuple[frozenset[str], tuple[tuple[Field, Any, bool], ...], list[Any]]
+_PLANS: dict[int, tuple[Schema, _Plan]] = {}
+
+
+def _plan(schema: Schema) -> _Plan:
+    """Names; (field, Arrow type, scalar?) each; Arrow fields. Kept by identity, with it."""
+    kept = _PLANS.get(id(schema))
+    if kept is not None and kept[0] is schema:
+        return kept[1]
+    fields = tuple(
+        (f, f.type.arrow(), f.type.kind not in ("list", "object")) for f in schema.fields
+    )
+    plan = (frozenset(f.name for f in schema.fields), fields, [f.arrow() for f in schema.fields])
+    if len(_PLANS) >= 256:
+        _PLANS.clear()
+    _PLANS[id(schema)] = (schema, plan)
+    return plan
 
 
 def _column(column: Any, kind: FieldType, name: str) -> Any:

@@ -233,6 +233,82 @@ async def test_a_record_over_max_record_bytes_is_refused_and_small_ones_are_not(
         assert (await client.request("GET", base))["records_in"] == 5
 
 
+TYPED = {
+    "nodes": {
+        "rows": {"op": "input", "schema": {"key": "string", "n": "int64"}},
+        "out": {"op": "output"},
+    },
+    "edges": [["rows", "out"]],
+}
+
+
+def typed_body(keys: list[str], seq: int | None = None) -> bytes:
+    """An Arrow IPC stream of rows ``{key, n: 1}`` at time 0, typed as the input's schema."""
+    table = pa.table(
+        {
+            "time": pa.array([0] * len(keys), pa.int64()),
+            "key": pa.array(keys, pa.string()),
+            "n": pa.array([1] * len(keys), pa.int64()),
+        }
+    )
+    if seq is not None:
+        table = table.replace_schema_metadata({"seq": str(seq)})
+    sink = io.BytesIO()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue()
+
+
+async def test_a_typed_arrow_record_over_max_record_bytes_is_refused_as_an_untyped_one_is(
+    server: Server,
+) -> None:
+    # A record's size is its JSON's, {"key":"...","n":1}: 16 bytes and its key's JSON text.
+    # 2,000 control characters are 2,000 bytes of Arrow but 12,000 of JSON (each \u0001),
+    # in a body smaller than the limit; the largest record is the one named.
+    keys = ["a", "\x01" * 2_000, "x" * RECORD_BYTES]
+    refused = {
+        "type": "https://frontier.dev/problems/invalid",
+        "title": "Unprocessable content",
+        "status": 422,
+        "detail": f"record 1 is 12016 bytes, over max_record_bytes ({RECORD_BYTES})",
+        "problems": [{"pointer": "/records/1/1", "detail": "over max_record_bytes"}],
+    }
+    just = "y" * (RECORD_BYTES - 16)  # its record is exactly max_record_bytes: accepted
+    headers = {"Content-Type": ARROW}
+    async with aiohttp.ClientSession(server.url) as http, AsyncClient(server.url) as client:
+        df = (await client.create_dataflow(TYPED))["id"]
+        base = f"/v1/dataflows/{df}/inputs/rows"
+        session = (await client.session(df, "rows")).id
+        push = f"{base}/sessions/{session}/push?seq=1"
+        async with http.post(push, data=typed_body(keys[:2]), headers=headers) as response:
+            assert (response.status, response.content_type) == (422, PROBLEM)
+            assert await response.json(content_type=None) == refused
+        async with http.post(push, data=typed_body(keys), headers=headers) as response:
+            assert await response.json(content_type=None) == refused
+        async with http.put(f"{base}/transactions/t", data=typed_body(keys), headers=headers) as r:
+            staged = await r.json(content_type=None)
+            assert (r.status, staged["detail"], staged["problems"]) == (
+                422,
+                refused["detail"],
+                [{"pointer": "row 1", "detail": "over max_record_bytes"}],
+            )
+        async with http.post(push, data=typed_body(["a", just]), headers=headers) as response:
+            assert (response.status, (await response.json())["applied"]) == (200, 2)
+        async with ws_connect(server, f"{base}/push") as ws:
+            opened = orjson.loads(await ws.recv())
+            await ws.send(typed_body(keys, seq=1))
+            frame = orjson.loads(await ws.recv())
+            assert frame == {
+                "type": "error",
+                "title": refused["title"],
+                "status": 422,
+                "detail": refused["detail"],
+                "problems": refused["problems"],
+                "credits": opened["credits"],
+            }
+        assert (await client.request("GET", base))["records_in"] == 2
+
+
 # --------------------------------------------------------------------------- connections
 
 GUARDED = {

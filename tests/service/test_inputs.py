@@ -6,8 +6,10 @@ checks what reaches the output, not only what the input answers.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Hashable
 from dataclasses import asdict
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -550,3 +552,37 @@ async def test_max_staged_records_per_input(start: Start) -> None:
     assert x.stage("t3", [(0, "d"), (0, "e")]) == 2
     x.commit(s1.id, ["t2", "t3"], "k")
     assert x.stage("t4", [(0, "f"), (0, "g"), (0, "h")]) == 3
+
+
+class _RoundsJournal:
+    """A journal whose sync rounds the test completes by hand; another producer appends."""
+
+    def __init__(self) -> None:
+        self.position = 5  # the caller's operation is the last written: position 5
+        self.synced = 0
+        self.rounds: list[Any] = []
+
+    def wait(self) -> Any:
+        if self.synced > self.position:
+            return None
+        self.rounds.append(asyncio.get_running_loop().create_future())
+        return self.rounds[-1]
+
+
+async def test_an_acknowledgement_waits_for_what_was_written_before_it_only() -> None:
+    journal = _RoundsJournal()
+    applied: list[int] = []
+    core = SimpleNamespace(
+        journal=journal, capabilities=SimpleNamespace(apply_durable=applied.append)
+    )
+    waiting = asyncio.ensure_future(ProducerInput.durable(SimpleNamespace(core=core)))  # type: ignore[arg-type]
+    await asyncio.sleep(0)
+    assert len(journal.rounds) == 1 and not waiting.done()
+    journal.position = 6  # another producer writes while the round runs
+    journal.synced = 6  # the round made positions 0..5 durable
+    journal.rounds[0].set_result(None)
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    # Done after one round: position 6 is the other producer's to wait for.
+    assert waiting.done() and len(journal.rounds) == 1
+    assert applied == [6]

@@ -10,10 +10,15 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from operators.graph.schema import parse_schema
 from operators.progress import Product
 from operators.runtime import Columns
 from service.app import Conflict, Invalid
+from service.app.inputs.chunks import FEW_TIMES, by_time_across
+from service.store.typed import from_values
 from tests.service.support import Start, until
 
 SCHEMA = {"key": "string", "n": "int64"}
@@ -116,3 +121,28 @@ async def test_staged_chunks_at_one_time_are_concatenated_at_commit(start: Start
     zero = log.batch_at(0)
     assert isinstance(zero, Columns) and zero.rows() == [{"key": "a", "n": 1}, {"key": "b", "n": 2}]
     assert log.count_at(0) == 2 and log.count_at(1) == 1
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 20), min_size=0, max_size=12), min_size=2, max_size=5))
+def test_a_commit_grouped_time_by_time_has_the_containers_of_chunk_by_chunk(
+    chunk_times: list[list[int]],
+) -> None:
+    """by_time_across gives each time the records chunk by chunk grouping would concatenate."""
+    schema = parse_schema(SCHEMA, "", [])
+    chunks, n = [], 0
+    for times in chunk_times:
+        records = [{"key": f"k{n + i}", "n": n + i} for i in range(len(times))]
+        n += len(times)
+        chunks.append(from_values(times, records, schema))
+    across = by_time_across(chunks)
+    expected: dict[Any, list[Any]] = {}
+    for chunk in chunks:
+        for time, columns in chunk.by_time():
+            expected.setdefault(time, []).extend(columns.rows())
+    spanned = [t for times in chunk_times for t in times]
+    if sum(1 for times in chunk_times if times) < 2 or max(spanned) - min(spanned) >= FEW_TIMES:
+        assert across is None
+        return
+    assert across is not None
+    assert [(time, columns.rows()) for time, columns in across] == sorted(expected.items())

@@ -136,11 +136,16 @@ def frontier_batch(
 
 
 def ipc_body(batches: Sequence[pa.RecordBatch]) -> bytes:
-    """An Arrow IPC stream of ``batches`` (all of one schema)."""
+    """An Arrow IPC stream of ``batches`` (all of one schema), as one record batch.
+
+    The slices of Spark's batches a body gathers are concatenated here, in the task: the
+    server keeps a one-batch body's columns as they came (no copy) until the commit, where
+    several batches would be concatenated into new memory on the server's one thread.
+    """
+    batch = batches[0] if len(batches) == 1 else pa.concat_batches(batches)
     sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, batches[0].schema) as writer:
-        for batch in batches:
-            writer.write_batch(batch)
+    with pa.ipc.new_stream(sink, batch.schema) as writer:
+        writer.write_batch(batch)
     return bytes(sink.getvalue().to_pybytes())
 
 

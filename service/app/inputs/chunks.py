@@ -7,10 +7,11 @@ once, at commit); a typed input's batch as its typed columns
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from typing import Any, Protocol, TypeAlias, cast
 
 from operators.runtime import Batch as Container
+from operators.runtime import Columns as ArrowColumns
 from operators.runtime.containers import concat
 from service.app.inputs.core import group_by_time
 from service.store.typed import TypedRecords
@@ -69,3 +70,39 @@ def joined(parts: list[Any]) -> Container:
     if isinstance(parts[0], list):
         return [record for part in parts for record in part]
     return concat(parts)
+
+
+FEW_TIMES = 16
+"""The most times a commit's typed chunks may span for :func:`by_time_across` to group them
+a time at a time (one filter per time over every chunk) rather than chunk by chunk."""
+
+
+def by_time_across(chunks: Sequence[TypedRecords]) -> list[tuple[Hashable, ArrowColumns]] | None:
+    """The records of ``chunks`` as one container per time, ascending; ``None``: not so.
+
+    The same containers as the chunks' own ``by_time`` groups concatenated per time
+    (a time's records in chunk order, and in staging order within a chunk), for chunks of
+    integer times spanning at most :data:`FEW_TIMES` values (a Spark write's, say): each
+    time's records are filtered out of all the chunks and concatenated, where grouping
+    chunk by chunk sorts and copies every chunk and then copies every record again.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    chunks = [chunk for chunk in chunks if len(chunk)]
+    if len(chunks) < 2 or not all(chunk.integer_times for chunk in chunks):
+        return None
+    least = min(chunk.least for chunk in chunks)
+    greatest = max(chunk.greatest for chunk in chunks)
+    if greatest - least >= FEW_TIMES:
+        return None
+    if least == greatest:  # one time: the chunks' records as they are, concatenated
+        return [(least, ArrowColumns(pa.concat_arrays([chunk.records for chunk in chunks])))]
+    times = pa.chunked_array([chunk.times for chunk in chunks], pa.uint64())
+    records = pa.chunked_array([chunk.records for chunk in chunks])
+    groups: list[tuple[Hashable, ArrowColumns]] = []
+    for time in range(least, greatest + 1):
+        at = records.filter(pc.equal(times, pa.scalar(time, pa.uint64())))
+        if len(at):
+            groups.append((time, ArrowColumns(at.combine_chunks())))
+    return groups

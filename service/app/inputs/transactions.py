@@ -25,7 +25,7 @@ from typing import Any, cast
 
 from operators.progress import less_equal
 from service.app.errors import Conflict, Gone, IdempotencyKeyReused, LimitExceeded, NotFound
-from service.app.inputs.chunks import Chunk, Columns, by_time, joined, pairs_of
+from service.app.inputs.chunks import Chunk, Columns, by_time, by_time_across, joined, pairs_of
 from service.app.inputs.core import InputCore, Session, holds, shown
 from service.app.inputs.sessions import Sessions
 from service.app.inputs.times import check, pairs_at_or_after
@@ -451,6 +451,13 @@ class Transactions:
         A typed input's chunks are columns: the containers at one time are concatenated
         (one Arrow copy), never made into Python records.
         """
+        if chunks and all(isinstance(chunk, TypedRecords) for chunk in chunks):
+            typed = cast("list[TypedRecords]", chunks)
+            across = by_time_across(typed)
+            if across is not None:
+                count = sum(map(len, typed))
+                self._core.send_groups(dict(across), count)
+                return count
         groups: dict[Hashable, list[Any]] = {}
         count = 0
         for chunk in chunks:
