@@ -4,8 +4,9 @@
 * the ``/metrics`` row names every metric family the server exports, as Prometheus names it
   (counters end in ``_total``);
 * the ``/readyz`` row names every status the readiness probe answers;
-* no line says a restart loses the dataflows: the server recovers them from its data
-  directory (docs/durability.md).
+* no line, nor a comment of a manifest, says a restart loses the dataflows: the server
+  recovers them from its data directory (docs/durability.md), as the manifests' volumes
+  (the Deployment's ``/data`` is a claim) let it.
 """
 
 from __future__ import annotations
@@ -60,6 +61,24 @@ def test_every_readiness_status_is_named() -> None:
 
 
 def test_no_line_says_a_restart_loses_the_dataflows() -> None:
-    stale = re.compile(r"drops every dataflow|loses every dataflow|starts empty|in memory:", re.I)
+    stale = re.compile(
+        r"drops every dataflow|loses every dataflow|starts empty|in memory:|memory: replicas", re.I
+    )
     assert stale.findall(text()) == []
     assert "recovers every dataflow" in text()
+    for manifest in sorted((ROOT / "deploy").rglob("*.yaml")):
+        comments = " ".join(
+            line.split("#", 1)[1] for line in manifest.read_text().splitlines() if "#" in line
+        )
+        assert stale.findall(" ".join(comments.split())) == [], manifest.name
+
+
+def test_the_deployment_volumes_are_as_described() -> None:
+    import yaml
+
+    deployment = yaml.safe_load((ROOT / "deploy" / "k8s" / "deployment.yaml").read_text())
+    volumes = {v["name"]: v for v in deployment["spec"]["template"]["spec"]["volumes"]}
+    claim = volumes["data"]["persistentVolumeClaim"]["claimName"]
+    assert f"`/data` is the PersistentVolumeClaim `{claim}` (`pvc.yaml`)" in text()
+    assert volumes["tmp"]["emptyDir"]["medium"] == "Memory"
+    assert "`/tmp` a small in-memory `emptyDir`" in text()
