@@ -46,7 +46,8 @@ def split_missing() -> str | None:
         compile_graph(parse_graph(graph()))
     except GraphError as error:
         problems = [f"{p.pointer}: {p.message}" for p in error.problems]
-        if problems and all("'split'" in p for p in problems):
+        unknown = ("unknown", "undeclared", "no such", "not found")
+        if problems and all("split" in p and any(u in p for u in unknown) for p in problems):
             return "; ".join(problems)
         raise
     return None
