@@ -13,12 +13,18 @@ Schemathesis runs as its CLI in a subprocess, with a fixed seed, a bounded numbe
 examples per operation, one worker and a time limit, and writes a JSON report; the test
 fails on any failure of the response checks below (5xx, undocumented status code or
 content type, missing documented header, body not matching its schema).
+
+Schemathesis reads a copy of the contract whose Time (``schemas/time.json``) is cut to
+:data:`TIME_DEPTH` nested arrays, deeper than any time these dataflows answer with: the full
+64 levels (the service's bound) are a strict superset that costs its coverage phase minutes
+(148 s here, beside about 10 s), and add no case that reaches the server's own logic.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -34,6 +40,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 OPENAPI = ROOT / "openapi.yaml"
+SCHEMAS = ROOT / "schemas"
+TIME_DEPTH = 4
+"""How deeply the copy schemathesis reads lets times nest (the dataflows here use 0 or 1)."""
 
 TOKEN = "contract-test-token"
 SEED = 5
@@ -202,6 +211,21 @@ def config(ids: dict[str, str]) -> str:
     )
 
 
+def shallow_contract(tmp_path: Path) -> Path:
+    """A copy of openapi.yaml and schemas/ whose Time nests at most :data:`TIME_DEPTH` deep."""
+    contract = tmp_path / "contract"
+    shutil.copytree(SCHEMAS, contract / "schemas")
+    shutil.copyfile(OPENAPI, contract / OPENAPI.name)
+    time_file = contract / "schemas" / "time.json"
+    schema = json.loads(time_file.read_text(encoding="utf-8"))
+    levels = [f"depth{k}" for k in range(TIME_DEPTH)]
+    assert set(levels) <= set(schema["$defs"]), "time.json's levels are depth0, depth1, ..."
+    schema["$defs"] = {name: schema["$defs"][name] for name in levels}
+    schema["items"] = {"$ref": f"#/$defs/{levels[-1]}"}
+    time_file.write_text(json.dumps(schema), encoding="utf-8")
+    return contract / OPENAPI.name
+
+
 def run_schemathesis(base: str, tmp_path: Path) -> tuple[dict[str, Any], str]:
     """Run the CLI against ``base``: its JSON report and its output."""
     settings = tmp_path / "schemathesis.toml"
@@ -214,7 +238,7 @@ def run_schemathesis(base: str, tmp_path: Path) -> tuple[dict[str, Any], str]:
         "--config-file",
         str(settings),
         "run",
-        str(OPENAPI),
+        str(shallow_contract(tmp_path)),
         "--url",
         base,
         "--header",
