@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import click
 
-from api.cli.common import asyncio_run
+from api.cli.common import FrontierGroup, asyncio_run
 from api.cli.directory import check_directory
 from api.cli.producing import push, submit
 from api.cli.rescaling import rescale
@@ -22,9 +22,19 @@ from api.cli.serving import DEMO_GRAPH, GC_GEN0_THRESHOLD, serve
 from api.cli.watching import tail, watch, why, why_tree
 
 
-@click.group()
-def main() -> None:
-    """Frontier: timely dataflow as a service."""
+@click.group(cls=FrontierGroup)
+@click.version_option(package_name="frontier", message="frontier %(version)s")
+@click.option(
+    "--debug",
+    is_flag=True,
+    help="Show the traceback of an error (also $FRONTIER_DEBUG=1); without it an error is "
+    "one line.",
+)
+def main(debug: bool) -> None:
+    """Frontier: timely dataflow as a service.
+
+    The client commands talk to --url (default $FRONTIER_URL or http://127.0.0.1:8080).
+    """
 
 
 @click.command()

@@ -168,9 +168,10 @@ class AsyncClient:
         )
         return int(answer["discarded"])
 
-    async def close_input(self, dataflow: str, input: str) -> None:
-        """Close an input (every session)."""
-        await self.request("POST", f"/v1/dataflows/{dataflow}/inputs/{input}/close")
+    async def close_input(self, dataflow: str, input: str) -> list[Any]:
+        """Close an input (every session); its frontier now (empty)."""
+        answer = await self.request("POST", f"/v1/dataflows/{dataflow}/inputs/{input}/close")
+        return list(answer["input_frontier"])
 
     async def commit(
         self,
@@ -234,7 +235,24 @@ class AsyncClient:
             params["cursor"] = answer["next_cursor"]
 
     async def _stream(self, path: str, params: dict[str, str]) -> AsyncIterator[Any]:
-        async with self._http().ws_connect(self.url + path, params=params) as ws:
+        """The events of a WebSocket subscription, until its ``closed`` event.
+
+        A refused upgrade is :class:`FrontierError` (with the problem the same request
+        answers without the upgrade, when it answers one); no answer is
+        :class:`FrontierConnectionError`.
+        """
+        url = self.url + path
+        try:
+            socket = await self._http().ws_connect(url, params=params)
+        except aiohttp.WSServerHandshakeError as refused:
+            await self.request("GET", path, params=params)  # the refusal's problem, if any
+            raise FrontierError(
+                refused.status, {"title": refused.message, "detail": f"GET {url}: refused"}
+            ) from refused
+        except (TimeoutError, aiohttp.ClientConnectionError) as error:
+            why = str(error) or type(error).__name__
+            raise FrontierConnectionError(f"GET {url}: no answer: {why}") from error
+        async with socket as ws:
             async for message in ws:
                 if message.type in (aiohttp.WSMsgType.TEXT, aiohttp.WSMsgType.BINARY):
                     event = orjson.loads(message.data)

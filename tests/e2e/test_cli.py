@@ -49,7 +49,7 @@ def test_submit_push_and_tail(service: object, tmp_path: Path) -> None:
     assert planned.returncode == 0, planned.stderr
     assert orjson.loads(planned.stdout)["order"] == ["words", "lengths", "counts", "out"]
 
-    submitted = frontier_cli(service, "submit", str(graph), "--name", "cli")
+    submitted = frontier_cli(service, "submit", str(graph), "--name", "cli", "--json")
     assert submitted.returncode == 0, submitted.stderr
     dataflow = orjson.loads(submitted.stdout)["id"]
 
@@ -109,7 +109,7 @@ def test_submit_reports_every_problem(service: object, tmp_path: Path) -> None:
 def test_watch_shows_frontiers_until_the_dataflow_ends(service: object, tmp_path: Path) -> None:
     graph = tmp_path / "graph.yaml"
     graph.write_text(GRAPH_YAML)
-    dataflow = orjson.loads(frontier_cli(service, "submit", str(graph)).stdout)["id"]
+    dataflow = orjson.loads(frontier_cli(service, "submit", str(graph), "--json").stdout)["id"]
     env = {**os.environ, "FRONTIER_URL": service.url, "PYTHONPATH": str(ROOT)}  # type: ignore[attr-defined]
     watch = subprocess.Popen(
         [sys.executable, "-m", "api", "watch", dataflow],
