@@ -44,12 +44,19 @@ def load_document(path: str) -> Any:
     not JSON.
     """
     text = Path(path).read_text() if path != "-" else sys.stdin.read()
-    if path.endswith((".yaml", ".yml")):
-        return yaml.safe_load(text)
     try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        return yaml.safe_load(text)
+        if path.endswith((".yaml", ".yml")):
+            return yaml.safe_load(text)
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError:
+            return yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        where = "standard input" if path == "-" else path
+        mark = getattr(error, "problem_mark", None)
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(error, "problem", None) or "not YAML"
+        raise click.ClickException(f"{where} is not YAML or JSON: {problem}{at}") from None
 
 
 def print_json(value: Any) -> None:
@@ -80,12 +87,11 @@ def error_lines(error: BaseException) -> list[str]:
         lines += [
             f"  {problem.get('pointer') or '/'}: {problem.get('detail')}"
             for problem in error.problem.get("problems") or []
+            if problem.get("detail") != detail  # one problem is said once
         ]
         return lines
     if isinstance(error, OSError) and error.filename is not None:
         return [f"error: {error.filename}: {error.strerror}"]
-    if isinstance(error, yaml.YAMLError | json.JSONDecodeError):
-        return [f"error: not YAML or JSON: {' '.join(str(error).split())}"]
     return [f"error: {type(error).__name__}: {error} (frontier --debug shows the traceback)"]
 
 

@@ -13,6 +13,7 @@ import gc
 import ipaddress
 import logging
 import os
+import re
 import ssl
 from typing import TYPE_CHECKING, Any
 
@@ -286,12 +287,30 @@ def _env_int(variable: str) -> int | None:
     return None if value is None else int(value)
 
 
+_HOST = re.compile(r"[A-Za-z0-9_]([A-Za-z0-9_.-]*[A-Za-z0-9_])?|\[[0-9A-Fa-f:.]+\]")
+"""A host as ``host:port`` has it: a name, an IPv4 address, or an IPv6 one in brackets."""
+
+
 def _addresses(text: str | list[str], what: str) -> list[tuple[str, int]]:
+    """The ``host:port`` addresses of ``--peers`` or ``--apis``; a wrong one is named.
+
+    >>> _addresses("a:1, 10.0.0.2:8081,[::1]:9", "--peers")
+    [('a', 1), ('10.0.0.2', 8081), ('[::1]', 9)]
+    >>> _addresses("http://a:1", "--apis")
+    Traceback (most recent call last):
+    click.exceptions.BadParameter: 'http://a:1' is not host:port (no scheme or path: a:1)
+    """
     items = text.split(",") if isinstance(text, str) else list(text)
     addresses = []
     for item in (i.strip() for i in items if i.strip()):
+        if "://" in item or "/" in item:
+            bare = item.partition("://")[2] or item
+            raise click.BadParameter(
+                f"{item!r} is not host:port (no scheme or path: {bare.partition('/')[0]})",
+                param_hint=what,
+            )
         host, _, port = item.rpartition(":")
-        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        if not _HOST.fullmatch(host) or not port.isdigit() or not 0 < int(port) < 65536:
             raise click.BadParameter(f"{item!r} is not host:port", param_hint=what)
         addresses.append((host, int(port)))
     return addresses
@@ -439,8 +458,11 @@ async def _demo(manager: DataflowManager, settings: Settings, base: str) -> None
         f"  curl -s -XPOST {base}{path}/inputs/words/sessions/$session/advance {json} "
         "-d '{\"time\": 2}'\n"
         f"  curl -s '{base}{path}/outputs/counts/times'\n"
-        f"  frontier watch {record.id}     # live frontiers\n"
-        f"  frontier tail {record.id} counts\n"
+        "or with the frontier command:\n"
+        '  printf \'[0, "timely"]\\n[0, "data"]\\n[1, "flow"]\\n\' > words.jsonl\n'
+        f"  frontier push --url {base} {record.id} words words.jsonl\n"
+        f"  frontier watch --url {base} {record.id}     # live frontiers\n"
+        f"  frontier tail --url {base} {record.id} counts\n"
         f"or open {base}/ui/#{record.id} in a browser (the live page).\n"
     )
 

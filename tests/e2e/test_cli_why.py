@@ -61,11 +61,15 @@ def test_why_prints_the_holders_as_a_tree(service: object) -> None:
         assert complete.stdout == "2 is complete at histogram:0 (frontier [3])\n"
         refused = why(service, dataflow, "nowhere", "2")
         assert refused.returncode == 1
-        assert refused.stderr.startswith(f"error 404: dataflow '{dataflow}' has no location")
+        assert refused.stderr == (
+            f"error: Not found (404): dataflow '{dataflow}' has no location 'nowhere'; its "
+            "locations are: words:0, histogram:0, counts (a node's output port as node:port, "
+            "or an output's name)\n"
+        )
         refused = why(service, dataflow, "counts", "[1,2]")
         assert (refused.returncode, refused.stderr) == (
             1,
-            "error 422: time [1, 2] is not a time at counts: expected an integer 0 <= t < 2^64\n"
-            "  /time: time [1, 2] is not a time at counts: expected an integer 0 <= t < 2^64\n",
+            "error: Unprocessable content (422): time [1, 2] is not a time at counts: expected "
+            "an integer 0 <= t < 2^64\n",
         )
         session.close()
