@@ -1,10 +1,14 @@
-"""The ``frontier`` command: serve, submit, push, watch, tail, why, check, rescale, demo.
+"""The ``frontier`` command and its subcommands.
+
+serve, submit, push, watch, tail, why, dataflows, input, sessions, consumers, check,
+rescale, demo.
 
 Every client command talks to a server at ``--url`` (default ``$FRONTIER_URL`` or
 ``http://127.0.0.1:8080``) with ``--token`` (default ``$FRONTIER_TOKEN``).
 
 The commands live by what they do: :mod:`api.cli.serving` starts the server,
-:mod:`api.cli.producing` submits graphs and pushes records, :mod:`api.cli.watching` follows
+:mod:`api.cli.producing` submits graphs and pushes records, :mod:`api.cli.managing` lists,
+describes, advances and closes the API's resources, :mod:`api.cli.watching` follows
 frontiers and outputs and explains what holds a time back, :mod:`api.cli.directory` checks
 (and repairs) a data directory, :mod:`api.cli.rescaling` moves inputs between data
 directories to change a cluster's shape; :mod:`api.cli.common` has what the client commands share.
@@ -16,6 +20,7 @@ import click
 
 from api.cli.common import FrontierGroup, asyncio_run
 from api.cli.directory import check_directory
+from api.cli.managing import consumers, dataflows, input_group, sessions
 from api.cli.producing import push, submit
 from api.cli.rescaling import rescale
 from api.cli.serving import DEMO_GRAPH, GC_GEN0_THRESHOLD, serve
@@ -51,6 +56,10 @@ main.add_command(push)
 main.add_command(watch)
 main.add_command(tail)
 main.add_command(why)
+main.add_command(dataflows)
+main.add_command(input_group)
+main.add_command(sessions)
+main.add_command(consumers)
 main.add_command(demo)
 main.add_command(check_directory)
 main.add_command(rescale)
@@ -60,11 +69,15 @@ __all__ = [
     "GC_GEN0_THRESHOLD",
     "asyncio_run",
     "check_directory",
+    "consumers",
+    "dataflows",
     "demo",
+    "input_group",
     "main",
     "push",
     "rescale",
     "serve",
+    "sessions",
     "submit",
     "tail",
     "watch",

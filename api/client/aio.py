@@ -9,6 +9,7 @@ arrays.
 from __future__ import annotations
 
 import itertools
+import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -114,16 +115,20 @@ class AsyncClient:
         )
         return answer["plan"]
 
-    async def dataflows(self, page: int = 100) -> list[Any]:
-        """Every dataflow of this tenant (following pagination)."""
+    async def dataflows(self, page: int = 100, name: str | None = None) -> list[Any]:
+        """Every dataflow of this tenant (following pagination).
+
+        With ``name``, only the dataflows of that name (exactly).
+        """
         items: list[Any] = []
-        params = {"limit": str(page)}
+        first = {"limit": str(page)} if name is None else {"limit": str(page), "name": name}
+        params = first
         while True:
             answer = await self.request("GET", "/v1/dataflows", params=params)
             items.extend(answer["items"])
             if answer["next_cursor"] is None:
                 return items
-            params = {"limit": str(page), "cursor": answer["next_cursor"]}
+            params = {**first, "cursor": answer["next_cursor"]}
 
     async def dataflow(self, dataflow: str, operators: bool = True) -> Any:
         """One dataflow in full."""
@@ -167,6 +172,20 @@ class AsyncClient:
             "DELETE", f"/v1/dataflows/{dataflow}/inputs/{input}/transactions/{transaction}"
         )
         return int(answer["discarded"])
+
+    async def advance_input(self, dataflow: str, input: str, time: Any) -> Any:
+        """Advance an input to ``time`` without a session; the ack, with its frontier.
+
+        Open sessions still hold the input at their own times.
+        """
+        body = {"transactions": [], "idempotency_key": uuid.uuid4().hex, "advance_to": time}
+        return await self.request("POST", f"/v1/dataflows/{dataflow}/inputs/{input}/commit", body)
+
+    async def close_session(self, dataflow: str, input: str, session: str) -> Any:
+        """Close a session by its id (one this client did not open, say); the ack."""
+        return await self.request(
+            "DELETE", f"/v1/dataflows/{dataflow}/inputs/{input}/sessions/{session}"
+        )
 
     async def close_input(self, dataflow: str, input: str) -> list[Any]:
         """Close an input (every session); its frontier now (empty)."""

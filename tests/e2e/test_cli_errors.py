@@ -30,6 +30,11 @@ def test_every_command_says_in_one_line_that_the_server_is_not_there(tmp_path: P
         (("watch", UNKNOWN), f"GET /v1/dataflows/{UNKNOWN}/frontiers"),
         (("tail", UNKNOWN, "out"), f"GET /v1/dataflows/{UNKNOWN}/outputs/out"),
         (("why", UNKNOWN, "out", "3"), f"GET /v1/dataflows/{UNKNOWN}/explain"),
+        (("dataflows", "list"), "GET /v1/dataflows"),
+        (("dataflows", "get", UNKNOWN), f"GET /v1/dataflows/{UNKNOWN}"),
+        (("input", "advance", UNKNOWN, "words", "3"), f"POST /v1/dataflows/{UNKNOWN}/inputs"),
+        (("sessions", "list", UNKNOWN, "words"), f"GET /v1/dataflows/{UNKNOWN}/inputs/words"),
+        (("consumers", "list", UNKNOWN, "out"), f"GET /v1/dataflows/{UNKNOWN}/outputs/out"),
     ]:
         result = frontier_cli(nowhere, *args)
         assert (result.returncode, result.stdout) == (1, ""), (args, result)
@@ -44,6 +49,17 @@ def test_an_unknown_dataflow_is_the_servers_problem_in_one_line(service: Server)
         ("watch", UNKNOWN),
         ("tail", UNKNOWN, "out"),
         ("why", UNKNOWN, "out", "3"),
+        ("dataflows", "get", UNKNOWN),
+        ("dataflows", "drop", UNKNOWN),
+        ("input", "get", UNKNOWN, "words"),
+        ("input", "advance", UNKNOWN, "words", "3"),
+        ("input", "close", UNKNOWN, "words"),
+        ("sessions", "list", UNKNOWN, "words"),
+        ("sessions", "open", UNKNOWN, "words"),
+        ("sessions", "close", UNKNOWN, "words", "s"),
+        ("consumers", "list", UNKNOWN, "out"),
+        ("consumers", "commit", UNKNOWN, "out", "c", "1"),
+        ("consumers", "drop", UNKNOWN, "out", "c"),
     ]:
         result = frontier_cli(service, *args)
         assert (result.returncode, result.stdout) == (1, ""), (args, result)
