@@ -126,3 +126,51 @@ def test_shell_completion_as_the_readme_says() -> None:
     env.update(_FRONTIER_COMPLETE="bash_complete", COMP_WORDS="frontier data", COMP_CWORD="1")
     words = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
     assert words.stdout == "plain,dataflows\n"
+
+
+def test_submit_names_the_dataflow_and_list_finds_it_by_name(
+    start_server: object, tmp_path: Path
+) -> None:
+    server = start_server()  # type: ignore[operator]
+    named = tmp_path / "graph.yaml"
+    named.write_text(GRAPH_YAML)  # name: lengths
+    unnamed = tmp_path / "counts.yaml"
+    unnamed.write_text(GRAPH_YAML.replace("name: lengths\n", ""))
+    ids = {}
+    for label, args, stdin in [
+        ("graph's", (str(named),), None),
+        ("flag's", (str(named), "--name", "mine"), None),
+        ("stem's", (str(unnamed),), None),
+        ("none", ("-",), GRAPH_YAML.replace("name: lengths\n", "")),
+    ]:
+        result = frontier_cli(server, "submit", *args, "--json", stdin=stdin)
+        assert result.returncode == 0, result.stderr
+        ids[label] = (orjson.loads(result.stdout)["id"], orjson.loads(result.stdout)["name"])
+    assert [name for _, name in ids.values()] == ["lengths", "mine", "counts", ""]
+    # The API keeps a graph's name when the request gives none.
+    with Client(server.url) as client:
+        posted = client.create_dataflow({**yaml_graph(), "name": "g"})
+        assert posted["name"] == "g"
+        assert [d["id"] for d in client.dataflows(name="lengths")] == [ids["graph's"][0]]
+    mine = ids["flag's"][0]
+    listed = CREATED.sub("YYYY-MM-DDTHH:MM:SSZ", run(server, "dataflows", "list", "--name", "mine"))
+    assert listed == (
+        f"{'ID':32}  NAME  STATUS   CREATED               INPUTS  OUTPUTS\n"
+        f"{mine}  mine  running  YYYY-MM-DDTHH:MM:SSZ  words   out\n"
+    )
+    assert run(server, "dataflows", "list", "--name", "nobody") == "no dataflows named nobody\n"
+    everything = run(server, "dataflows", "list")
+    assert [line.split()[1] for line in everything.splitlines()[1:]] == [
+        "lengths",
+        "mine",
+        "counts",
+        "-",
+        "g",
+    ]
+
+
+def yaml_graph() -> dict[str, object]:
+    import yaml
+
+    graph: dict[str, object] = yaml.safe_load(GRAPH_YAML)
+    return graph
