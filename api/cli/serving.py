@@ -257,6 +257,12 @@ def _check(settings: Settings) -> None:
             f"{DEPTH_HEADROOM} levels, and orjson encodes at most {ORJSON_DEPTH}",
             param_hint="limits",
         )
+    if settings.workers < 1:
+        raise click.BadParameter(
+            f"must be at least 1, not {settings.workers}", param_hint="--workers"
+        )
+    if not 0 <= settings.port < 65536:
+        raise click.BadParameter(f"{settings.port} is not a port (0 to 65535)", param_hint="--port")
     if (settings.tls_cert is None) != (settings.tls_key is None):
         raise click.BadParameter("give both --tls-cert and --tls-key, or neither")
     if not settings.tokens and not settings.allow_anonymous and not loopback(settings.host):

@@ -187,6 +187,29 @@ def test_serve_refuses_an_address_that_is_not_host_port(tmp_path: Path) -> None:
             base + flags, capture_output=True, text=True, timeout=60, cwd=REPO, env=env, check=False
         )
         assert (result.returncode, result.stderr.splitlines()) == (2, [said]), flags
+    single = [sys.executable, "-m", "api", "serve", "--data-dir", str(tmp_path / "data")]
+    for flags, said in [
+        (
+            ["--workers", "0"],
+            "error: Invalid value for --workers: must be at least 1, not 0 "
+            "(see python -m api serve --help)",
+        ),
+        (
+            ["--port", "70000"],
+            "error: Invalid value for --port: 70000 is not a port (0 to 65535) "
+            "(see python -m api serve --help)",
+        ),
+    ]:
+        result = subprocess.run(
+            single + flags,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=REPO,
+            env=env,
+            check=False,
+        )
+        assert (result.returncode, result.stderr.splitlines()) == (2, [said]), flags
     assert not (tmp_path / "data").exists()  # refused before anything started
 
 
