@@ -100,3 +100,34 @@ def test_push_help_says_what_it_does(service: object) -> None:
     assert "advances to the least time still to come" in text
     assert "past the file's last time (its last coordinate plus one)" in text
     assert "With --close the input is closed instead" in text
+
+
+def test_push_finishes_product_times(service: object, tmp_path: Path) -> None:
+    import orjson
+
+    graph = tmp_path / "graph.json"
+    graph.write_text(
+        orjson.dumps(
+            {
+                "time": {"product": ["u64", "u64"]},
+                "nodes": {"words": {"op": "input"}, "out": {"op": "output"}},
+                "edges": [["words", "out"]],
+            }
+        ).decode()
+    )
+    result = frontier_cli(service, "submit", str(graph), "--json")
+    assert result.returncode == 0, result.stderr
+    dataflow = orjson.loads(result.stdout)["id"]
+    records = tmp_path / "records.jsonl"
+    records.write_text('[[0, 1], "a"]\n[[0, 2], "b"]\n[[1, 0], "c"]\n')
+    pushed = frontier_cli(service, "push", dataflow, "words", str(records), "--batch", "1")
+    assert pushed.returncode == 0, pushed.stderr
+    # Opened at the meet [0, 0]; each time passed once no later line has it; at the end past
+    # the join [1, 2] (its last coordinate plus one): every time of the file completes.
+    assert pushed.stdout.splitlines()[:2] == [
+        "pushed 3 records at times [0,0] to [1,2] into words",
+        "input words: frontier [[1, 3]]",
+    ]
+    with Client(service.url) as client:  # type: ignore[attr-defined]
+        until(lambda: client.output_frontier(dataflow, "out") == [[1, 3]])
+        assert sorted(t for t, _ in client.times(dataflow, "out")) == [[0, 1], [0, 2], [1, 0]]
