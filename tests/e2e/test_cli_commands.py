@@ -174,3 +174,28 @@ def yaml_graph() -> dict[str, object]:
 
     graph: dict[str, object] = yaml.safe_load(GRAPH_YAML)
     return graph
+
+
+def test_check_and_rescale_plan_print_json(tmp_path: Path) -> None:
+    from tests.e2e.conftest import launch
+
+    server = launch(tmp_path / "server")
+    try:
+        with Client(server.url) as client:
+            dataflow = client.create_dataflow(yaml_graph(), "lengths")["id"]
+            client.session(dataflow, "words").push([[0, "a"]])
+    finally:
+        server.stop()
+    data = tmp_path / "server" / "data"
+    result = frontier_cli(server, "check", str(data), "--json")
+    assert (result.returncode, result.stderr) == (0, ""), result
+    report = orjson.loads(result.stdout)
+    assert (report["directory"], report["problems"], report["healthy"]) == (str(data), [], True)
+    assert list(report["dataflows"]) == [dataflow]
+    assert [log["frames"] > 0 for log in report["logs"]] == [True] * len(report["logs"])
+    plan = frontier_cli(server, "rescale", "plan", "--data-dir", str(data), "--processes", "1")
+    assert (plan.returncode, plan.stdout) == (0, "")
+    planned = frontier_cli(
+        server, "rescale", "plan", "--data-dir", str(data), "--processes", "1", "--json"
+    )
+    assert (planned.returncode, planned.stdout) == (0, "[]\n")
