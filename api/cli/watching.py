@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import AsyncIterator
 from typing import Any
 
 import click
@@ -19,7 +20,7 @@ from api.cli.common import (
     url_option,
 )
 from api.cli.times import Frontier, antichain
-from api.client import AsyncClient
+from api.client import AsyncClient, FrontierConnectionError
 
 
 def location_text(location: str) -> str:
@@ -30,6 +31,19 @@ def location_text(location: str) -> str:
     """
     kind, _, name = location.partition(":")
     return f"{kind} {name}" if name else location
+
+
+async def to_the_end(events: AsyncIterator[Any], url: str) -> AsyncIterator[Any]:
+    """A subscription's events; :class:`FrontierConnectionError` if it ends unannounced.
+
+    A subscription ends with a ``closed`` event (the dataflow was dropped, the server is
+    stopping, ...); a socket that ends without one was cut (the server died, the network).
+    """
+    async for event in events:
+        yield event
+        if event.get("type") == "closed":
+            return
+    raise FrontierConnectionError(f"{url}: the connection was cut before the subscription ended")
 
 
 @click.command()
@@ -62,7 +76,7 @@ def watch(
     async def plain() -> None:
         # Not a terminal: one flushed line per change, for pipes and scripts.
         async with AsyncClient(server_url(url), bearer_token(token)) as client:
-            async for event in client.frontiers(dataflow, operators):
+            async for event in to_the_end(client.frontiers(dataflow, operators), client.url):
                 if as_json:
                     print_line(event)
                 elif event.get("type") == "frontier":
@@ -75,7 +89,8 @@ def watch(
     async def live() -> None:
         async with AsyncClient(server_url(url), bearer_token(token)) as client:
             with Live(render(), refresh_per_second=8) as shown:
-                async for event in client.frontiers(dataflow, operators):
+                events = to_the_end(client.frontiers(dataflow, operators), client.url)
+                async for event in events:
                     if event.get("type") == "frontier":
                         state[event["location"]] = event["frontier"]
                         shown.update(render())
@@ -107,7 +122,7 @@ def tail(
         async with AsyncClient(server_url(url), bearer_token(token)) as client:
             await client.output(dataflow, output)  # an unknown output is refused here
             frontier = Frontier()
-            async for event in client.events(dataflow, output, begin):
+            async for event in to_the_end(client.events(dataflow, output, begin), client.url):
                 if as_json:
                     print_line(event)
                     continue

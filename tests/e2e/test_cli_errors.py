@@ -114,7 +114,12 @@ def test_debug_shows_the_traceback(service: Server) -> None:
 def _follow(server: Server, *args: str) -> subprocess.Popen[str]:
     env = {**os.environ, "FRONTIER_URL": server.url, "PYTHONPATH": str(REPO)}
     return subprocess.Popen(
-        [sys.executable, "-m", "api", *args], stdout=subprocess.PIPE, text=True, cwd=REPO, env=env
+        [sys.executable, "-m", "api", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+        env=env,
     )
 
 
@@ -235,3 +240,30 @@ def test_version_is_the_packages(flag: str) -> None:
 
     result = frontier_cli(Nowhere(), flag)
     assert (result.returncode, result.stdout) == (0, f"frontier {version('frontier')}\n")
+
+
+def test_a_subscription_cut_short_is_an_error(tmp_path: Path) -> None:
+    server = launch(tmp_path)
+    with Client(server.url) as client:
+        dataflow = client.create_dataflow(
+            {
+                "nodes": {"words": {"op": "input"}, "out": {"op": "output"}},
+                "edges": [["words", "out"]],
+            }
+        )["id"]
+    watch = _follow(server, "watch", dataflow)
+    try:
+        assert watch.stdout is not None
+        assert watch.stdout.readline() != ""  # subscribed
+        server.process.kill()  # no closed event: the socket is cut
+        server.process.wait(15)
+        _, err = watch.communicate(timeout=30)
+    finally:
+        if watch.poll() is None:
+            watch.kill()
+            watch.wait()
+    assert (watch.returncode, err) == (
+        1,
+        f"error: {server.url}: the connection was cut before the subscription ended (is the "
+        "server running there? give --url or $FRONTIER_URL)\n",
+    )
