@@ -106,6 +106,13 @@ class FrontierGroup(click.Group):
         """Run the command; report its error as :func:`error_lines` says, then exit."""
         argv = list(kwargs.get("args") or (args[0] if args else None) or sys.argv[1:])
         debug = "--debug" in argv or os.environ.get("FRONTIER_DEBUG", "") in ("1", "true")
+        if "--debug" in argv:
+            # Wherever it was typed (frontier push ... --debug), it is the group's option.
+            argv = ["--debug", *(arg for arg in argv if arg != "--debug")]
+            if args:
+                args = (argv, *args[1:])
+            else:
+                kwargs["args"] = argv
         kwargs["standalone_mode"] = False
         try:
             code = super().main(*args, **kwargs)

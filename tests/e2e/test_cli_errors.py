@@ -109,6 +109,9 @@ def test_debug_shows_the_traceback(service: Server) -> None:
     assert result.stderr.endswith(
         f"api.client.errors.FrontierError: 404: no dataflow '{UNKNOWN}'\n"
     )
+    after = frontier_cli(service, "tail", UNKNOWN, "out", "--debug")
+    assert after.returncode == 1
+    assert after.stderr.startswith("Traceback (most recent call last):")
 
 
 def _follow(server: Server, *args: str) -> subprocess.Popen[str]:

@@ -6,6 +6,8 @@ import sys
 import time
 from pathlib import Path
 
+import orjson
+
 from api.client import Client
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -59,6 +61,8 @@ def test_why_prints_the_holders_as_a_tree(service: object) -> None:
         )
         complete = why(service, dataflow, "histogram:0", "2")
         assert complete.stdout == "2 is complete at histogram:0 (frontier [3])\n"
+        answer = orjson.loads(why(service, dataflow, "histogram:0", "2", "--json").stdout)
+        assert (answer["complete"], answer["frontier"], answer["holders"]) == (True, [3], [])
         refused = why(service, dataflow, "nowhere", "2")
         assert refused.returncode == 1
         assert refused.stderr == (
