@@ -103,7 +103,13 @@ class FrontierGroup(click.Group):
     """
 
     def main(self, *args: Any, **kwargs: Any) -> Any:
-        """Run the command; report its error as :func:`error_lines` says, then exit."""
+        """Run the command; report its error as :func:`error_lines` says, then exit.
+
+        Called with ``standalone_mode=False`` (by a test, say), it is click's own: errors
+        are raised as they are.
+        """
+        if not kwargs.get("standalone_mode", True):
+            return super().main(*args, **kwargs)
         argv = list(kwargs.get("args") or (args[0] if args else None) or sys.argv[1:])
         debug = "--debug" in argv or os.environ.get("FRONTIER_DEBUG", "") in ("1", "true")
         if "--debug" in argv:
