@@ -12,7 +12,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import click
 import orjson
@@ -142,13 +142,6 @@ class FrontierGroup(click.Group):
                 click.echo(line, err=True)
             raise SystemExit(1) from None
         raise SystemExit(code if isinstance(code, int) else 0)
-
-
-def fail(error: FrontierError | FrontierConnectionError) -> NoReturn:
-    """Report a refused request (with each of its problems) or a lost server, and exit 1."""
-    for line in error_lines(error):
-        click.echo(line, err=True)
-    raise SystemExit(1)
 
 
 def asyncio_run(coroutine: Any) -> Any:

@@ -22,7 +22,7 @@ from api.cli.common import (
     token_option,
     url_option,
 )
-from api.cli.times import antichain, text
+from api.cli.times import antichain, spaced
 from api.client import AsyncClient
 
 
@@ -185,7 +185,7 @@ def get_input(
     if as_json:
         print_json(described)
         return
-    state = "closed" if described["closed"] else f"at {text(described['time'])}"
+    state = "closed" if described["closed"] else f"at {spaced(described['time'])}"
     click.echo(
         f"input {input_name}: frontier {antichain(described['frontier'])} ({state}), "
         f"{described['records_in']} records in, {len(described['sessions'])} sessions open, "
@@ -259,7 +259,7 @@ def list_sessions(
         click.echo(f"no sessions open on input {input_name}")
         return
     rows = [["SESSION", "TIME"]]
-    rows += [[s["session"], text(s["time"])] for s in described["sessions"]]
+    rows += [[s["session"], spaced(s["time"])] for s in described["sessions"]]
     for line in table(rows):
         click.echo(line)
 
@@ -290,7 +290,7 @@ def open_session(
     if as_json:
         print_json(opened)
         return
-    click.echo(f"session {opened['session']} at {text(opened['time'])}")
+    click.echo(f"session {opened['session']} at {spaced(opened['time'])}")
 
 
 @sessions.command("close")
@@ -345,7 +345,7 @@ def list_consumers(
         return
     rows = [["CONSUMER", "COMMITTED"]]
     rows += [
-        [c["consumer"], "-" if c["committed"] is None else text(c["committed"])]
+        [c["consumer"], "-" if c["committed"] is None else spaced(c["committed"])]
         for c in described["consumers"]
     ]
     for line in table(rows):
@@ -380,7 +380,7 @@ def commit_consumer(
     if as_json:
         print_json(state)
         return
-    read = "-" if state["committed"] is None else text(state["committed"])
+    read = "-" if state["committed"] is None else spaced(state["committed"])
     click.echo(
         f"consumer {consumer} committed {read}; output {output}: frontier "
         f"{antichain(state['frontier'])}"

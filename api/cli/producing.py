@@ -20,7 +20,7 @@ from api.cli.common import (
     token_option,
     url_option,
 )
-from api.cli.times import TimeShapeError, after, antichain, join, meet, text
+from api.cli.times import TimeShapeError, after, antichain, join, meet, spaced
 from api.client import AsyncClient
 
 
@@ -133,7 +133,9 @@ def push(
         return
     if records:
         first, last = result["first"], result["last"]
-        span = f"time {text(first)}" if first == last else f"times {text(first)} to {text(last)}"
+        span = (
+            f"time {spaced(first)}" if first == last else f"times {spaced(first)} to {spaced(last)}"
+        )
         click.echo(f"pushed {len(records)} records at {span} into {input_name}")
     else:
         click.echo(f"nothing to push into {input_name}")

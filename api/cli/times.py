@@ -91,12 +91,17 @@ def antichain(frontier: list[Any]) -> str:
     """
     if not frontier:
         return "[] (complete)"
-    return "[" + ", ".join(_spaced(t) for t in frontier) + "]"
+    return "[" + ", ".join(spaced(t) for t in frontier) + "]"
 
 
-def _spaced(time: Any) -> str:
+def spaced(time: Any) -> str:
+    """A time as people read it: JSON with a space after each comma.
+
+    >>> spaced([[1, 0], 2]), spaced(3)
+    ('[[1, 0], 2]', '3')
+    """
     if isinstance(time, list):
-        return "[" + ", ".join(_spaced(t) for t in time) + "]"
+        return "[" + ", ".join(spaced(t) for t in time) + "]"
     return text(time)
 
 

@@ -125,7 +125,7 @@ def test_push_finishes_product_times(service: object, tmp_path: Path) -> None:
     # Opened at the meet [0, 0]; each time passed once no later line has it; at the end past
     # the join [1, 2] (its last coordinate plus one): every time of the file completes.
     assert pushed.stdout.splitlines()[:2] == [
-        "pushed 3 records at times [0,0] to [1,2] into words",
+        "pushed 3 records at times [0, 0] to [1, 2] into words",
         "input words: frontier [[1, 3]]",
     ]
     with Client(service.url) as client:  # type: ignore[attr-defined]
