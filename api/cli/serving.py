@@ -265,6 +265,9 @@ def _check(settings: Settings) -> None:
         raise click.BadParameter(f"{settings.port} is not a port (0 to 65535)", param_hint="--port")
     if (settings.tls_cert is None) != (settings.tls_key is None):
         raise click.BadParameter("give both --tls-cert and --tls-key, or neither")
+    for flag, path in (("--tls-cert", settings.tls_cert), ("--tls-key", settings.tls_key)):
+        if path is not None and not os.access(path, os.R_OK):
+            raise click.BadParameter(f"cannot read {path}", param_hint=flag)
     if not settings.tokens and not settings.allow_anonymous and not loopback(settings.host):
         raise click.UsageError(
             f"listening on {settings.host} with no token would give anyone who reaches it "
@@ -362,8 +365,13 @@ def _cluster(
         )
     secret = os.environ.get("FRONTIER_CLUSTER_SECRET", "").encode()
     if secret_file:
-        with open(secret_file, "rb") as file:
-            secret = file.read().strip()
+        try:
+            with open(secret_file, "rb") as file:
+                secret = file.read().strip()
+        except OSError as error:
+            raise click.BadParameter(
+                f"cannot read {secret_file}: {error.strerror}", param_hint="--cluster-secret-file"
+            ) from None
     if not secret:
         raise click.BadParameter(
             "a cluster needs a shared secret: $FRONTIER_CLUSTER_SECRET or a file",

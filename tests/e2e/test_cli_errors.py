@@ -207,6 +207,19 @@ def test_serve_refuses_an_address_that_is_not_host_port(tmp_path: Path) -> None:
             "error: Invalid value for --port: 70000 is not a port (0 to 65535) "
             "(see python -m api serve --help)",
         ),
+        (
+            ["--tls-cert", str(tmp_path / "no.pem"), "--tls-key", str(tmp_path / "no.key")],
+            f"error: Invalid value for --tls-cert: cannot read {tmp_path / 'no.pem'} "
+            "(see python -m api serve --help)",
+        ),
+        (
+            [
+                *("--processes", "2", "--process", "0", "--peers", "a:1,b:2"),
+                *("--cluster-secret-file", str(tmp_path / "secret")),
+            ],
+            "error: Invalid value for --cluster-secret-file: cannot read "
+            f"{tmp_path / 'secret'}: No such file or directory (see python -m api serve --help)",
+        ),
     ]:
         result = subprocess.run(
             single + flags,
