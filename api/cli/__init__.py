@@ -38,7 +38,8 @@ from api.cli.watching import tail, watch, why, why_tree
 def main(debug: bool) -> None:
     """Frontier: timely dataflow as a service.
 
-    The client commands talk to --url (default $FRONTIER_URL or http://127.0.0.1:8080).
+    The client commands talk to --url (default $FRONTIER_URL or http://127.0.0.1:8080). A
+    DATAFLOW argument is a dataflow's id, or its name when one dataflow has it.
     """
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ import click
 import orjson
 import yaml
 
-from api.client import FrontierConnectionError, FrontierError
+from api.client import AsyncClient, FrontierConnectionError, FrontierError
 
 url_option = click.option("--url", help="The server (default $FRONTIER_URL or local 8080).")
 token_option = click.option("--token", help="A bearer token (default $FRONTIER_TOKEN).")
@@ -57,6 +58,29 @@ def load_document(path: str) -> Any:
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
         problem = getattr(error, "problem", None) or "not YAML"
         raise click.ClickException(f"{where} is not YAML or JSON: {problem}{at}") from None
+
+
+DATAFLOW_ID = re.compile(r"[0-9a-f]{32}")
+"""What a dataflow's id looks like (32 hex digits): any other DATAFLOW argument is a name."""
+
+
+async def dataflow_id(client: AsyncClient, dataflow: str) -> str:
+    """The id of ``dataflow``: itself if it looks like an id, else the one dataflow so named.
+
+    A name no dataflow has, or several have, is refused saying so (``GET
+    /v1/dataflows?name=``).
+    """
+    if DATAFLOW_ID.fullmatch(dataflow):
+        return dataflow
+    named = await client.dataflows(name=dataflow)
+    if len(named) == 1:
+        return str(named[0]["id"])
+    if not named:
+        raise click.ClickException(
+            f"no dataflow has the id or name {dataflow!r} (frontier dataflows list shows them)"
+        )
+    ids = ", ".join(item["id"] for item in named)
+    raise click.ClickException(f"{len(named)} dataflows are named {dataflow!r} ({ids}): give an id")
 
 
 def print_json(value: Any) -> None:

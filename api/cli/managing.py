@@ -16,6 +16,7 @@ import click
 from api.cli.common import (
     asyncio_run,
     bearer_token,
+    dataflow_id,
     json_option,
     print_json,
     server_url,
@@ -34,6 +35,20 @@ def call(url: str | None, token: str | None, work: Callable[[AsyncClient], Await
             return await work(client)
 
     return asyncio_run(go())
+
+
+def call_on(
+    url: str | None,
+    token: str | None,
+    dataflow: str,
+    work: Callable[[AsyncClient, str], Awaitable[Any]],
+) -> Any:
+    """Run ``work`` with a client and the id of ``dataflow`` (an id, or a name); its answer."""
+
+    async def with_id(client: AsyncClient) -> Any:
+        return await work(client, await dataflow_id(client, dataflow))
+
+    return call(url, token, with_id)
 
 
 def time_argument(value: str, what: str = "TIME") -> Any:
@@ -126,7 +141,7 @@ def get_dataflow(
 
     With --json, the whole description (its graph too).
     """
-    described = call(url, token, lambda client: client.dataflow(dataflow, operators))
+    described = call_on(url, token, dataflow, lambda client, id: client.dataflow(id, operators))
     if as_json:
         print_json(described)
         return
@@ -153,14 +168,20 @@ def get_dataflow(
         click.echo(f"  operator {node}: frontier {frontiers or '-'}")
 
 
+async def drop(client: AsyncClient, id: str) -> str:
+    """Drop the dataflow ``id``; its id."""
+    await client.drop(id)
+    return id
+
+
 @dataflows.command("drop")
 @click.argument("dataflow")
 @url_option
 @token_option
 def drop_dataflow(dataflow: str, url: str | None, token: str | None) -> None:
     """Drop a dataflow: it stops everywhere, its subscribers get a final event."""
-    call(url, token, lambda client: client.drop(dataflow))
-    click.echo(f"dropped dataflow {dataflow}")
+    dropped = call_on(url, token, dataflow, drop)
+    click.echo(f"dropped dataflow {dropped}")
 
 
 # --------------------------------------------------------------------------- inputs
@@ -181,7 +202,7 @@ def get_input(
     dataflow: str, input_name: str, as_json: bool, url: str | None, token: str | None
 ) -> None:
     """An input: its frontier, records taken in, open sessions and transactions."""
-    described = call(url, token, lambda client: client.input(dataflow, input_name))
+    described = call_on(url, token, dataflow, lambda client, id: client.input(id, input_name))
     if as_json:
         print_json(described)
         return
@@ -209,7 +230,7 @@ def advance_input(
     sessions list shows them).
     """
     to = time_argument(time)
-    ack = call(url, token, lambda client: client.advance_input(dataflow, input_name, to))
+    ack = call_on(url, token, dataflow, lambda client, id: client.advance_input(id, input_name, to))
     if as_json:
         print_json(ack)
         return
@@ -226,7 +247,7 @@ def close_input(
     dataflow: str, input_name: str, as_json: bool, url: str | None, token: str | None
 ) -> None:
     """Close an input: every session ends, nothing more will arrive, its outputs complete."""
-    frontier = call(url, token, lambda client: client.close_input(dataflow, input_name))
+    frontier = call_on(url, token, dataflow, lambda client, id: client.close_input(id, input_name))
     if as_json:
         print_json({"input_frontier": frontier})
         return
@@ -251,7 +272,7 @@ def list_sessions(
     dataflow: str, input_name: str, as_json: bool, url: str | None, token: str | None
 ) -> None:
     """An input's open sessions, each with the time it holds the input at."""
-    described = call(url, token, lambda client: client.input(dataflow, input_name))
+    described = call_on(url, token, dataflow, lambda client, id: client.input(id, input_name))
     if as_json:
         print_json(described["sessions"])
         return
@@ -282,11 +303,11 @@ def open_session(
     """Open a producer session: it holds the input at its time until it advances or closes."""
     at = None if start is None else time_argument(start, "--start")
 
-    async def work(client: AsyncClient) -> Any:
-        session = await client.session(dataflow, input_name, at)
+    async def work(client: AsyncClient, id: str) -> Any:
+        session = await client.session(id, input_name, at)
         return {"session": session.id, "time": session.time}
 
-    opened = call(url, token, work)
+    opened = call_on(url, token, dataflow, work)
     if as_json:
         print_json(opened)
         return
@@ -309,7 +330,9 @@ def close_session(
     token: str | None,
 ) -> None:
     """Close a session: it no longer holds the input back."""
-    ack = call(url, token, lambda client: client.close_session(dataflow, input_name, session))
+    ack = call_on(
+        url, token, dataflow, lambda client, id: client.close_session(id, input_name, session)
+    )
     if as_json:
         print_json(ack)
         return
@@ -336,7 +359,7 @@ def list_consumers(
     dataflow: str, output: str, as_json: bool, url: str | None, token: str | None
 ) -> None:
     """An output's registered consumers, each with the time it has read up to."""
-    described = call(url, token, lambda client: client.output(dataflow, output))
+    described = call_on(url, token, dataflow, lambda client, id: client.output(id, output))
     if as_json:
         print_json(described["consumers"])
         return
@@ -374,8 +397,11 @@ def commit_consumer(
     The output keeps its completed times until every consumer has committed past them.
     """
     committed = time_argument(time)
-    state = call(
-        url, token, lambda client: client.commit_consumer(dataflow, output, consumer, committed)
+    state = call_on(
+        url,
+        token,
+        dataflow,
+        lambda client, id: client.commit_consumer(id, output, consumer, committed),
     )
     if as_json:
         print_json(state)
@@ -397,5 +423,5 @@ def drop_consumer(
     dataflow: str, output: str, consumer: str, url: str | None, token: str | None
 ) -> None:
     """Unregister a consumer: the output no longer keeps times for it."""
-    call(url, token, lambda client: client.forget_consumer(dataflow, output, consumer))
+    call_on(url, token, dataflow, lambda client, id: client.forget_consumer(id, output, consumer))
     click.echo(f"dropped consumer {consumer} of output {output}")

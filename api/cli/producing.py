@@ -13,6 +13,7 @@ import orjson
 from api.cli.common import (
     asyncio_run,
     bearer_token,
+    dataflow_id,
     json_option,
     load_document,
     print_json,
@@ -122,7 +123,8 @@ def push(
 
     async def go() -> dict[str, Any]:
         async with AsyncClient(server_url(url), bearer_token(token)) as client:
-            return await push_records(client, dataflow, input_name, records, batch, close_input)
+            id = await dataflow_id(client, dataflow)
+            return await push_records(client, id, input_name, records, batch, close_input)
 
     began = time.monotonic()
     result = asyncio_run(go())

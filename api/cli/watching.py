@@ -12,6 +12,7 @@ import orjson
 from api.cli.common import (
     asyncio_run,
     bearer_token,
+    dataflow_id,
     json_option,
     print_json,
     print_line,
@@ -76,7 +77,8 @@ def watch(
     async def plain() -> None:
         # Not a terminal: one flushed line per change, for pipes and scripts.
         async with AsyncClient(server_url(url), bearer_token(token)) as client:
-            async for event in to_the_end(client.frontiers(dataflow, operators), client.url):
+            id = await dataflow_id(client, dataflow)
+            async for event in to_the_end(client.frontiers(id, operators), client.url):
                 if as_json:
                     print_line(event)
                 elif event.get("type") == "frontier":
@@ -89,7 +91,8 @@ def watch(
     async def live() -> None:
         async with AsyncClient(server_url(url), bearer_token(token)) as client:
             with Live(render(), refresh_per_second=8) as shown:
-                events = to_the_end(client.frontiers(dataflow, operators), client.url)
+                id = await dataflow_id(client, dataflow)
+                events = to_the_end(client.frontiers(id, operators), client.url)
                 async for event in events:
                     if event.get("type") == "frontier":
                         state[event["location"]] = event["frontier"]
@@ -120,9 +123,10 @@ def tail(
 
     async def go() -> None:
         async with AsyncClient(server_url(url), bearer_token(token)) as client:
-            await client.output(dataflow, output)  # an unknown output is refused here
+            id = await dataflow_id(client, dataflow)
+            await client.output(id, output)  # an unknown output is refused here
             frontier = Frontier()
-            async for event in to_the_end(client.events(dataflow, output, begin), client.url):
+            async for event in to_the_end(client.events(id, output, begin), client.url):
                 if as_json:
                     print_line(event)
                     continue
@@ -235,7 +239,7 @@ def why(
 
     async def go() -> Any:
         async with AsyncClient(server_url(url), bearer_token(token)) as client:
-            return await client.explain(dataflow, location, parsed)
+            return await client.explain(await dataflow_id(client, dataflow), location, parsed)
 
     answer = asyncio_run(go())
     if as_json:

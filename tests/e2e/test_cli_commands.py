@@ -199,3 +199,32 @@ def test_check_and_rescale_plan_print_json(tmp_path: Path) -> None:
         server, "rescale", "plan", "--data-dir", str(data), "--processes", "1", "--json"
     )
     assert (planned.returncode, planned.stdout) == (0, "[]\n")
+
+
+def test_a_dataflow_is_named_where_its_id_goes(start_server: object, tmp_path: Path) -> None:
+    server = start_server()  # type: ignore[operator]
+    graph = tmp_path / "graph.yaml"
+    graph.write_text(GRAPH_YAML)  # name: lengths
+    dataflow = orjson.loads(run(server, "submit", str(graph), "--json"))["id"]
+    records = tmp_path / "records.jsonl"
+    records.write_text('[0, "ab"]\n')
+    assert run(server, "push", "lengths", "words", str(records)).splitlines()[:2] == [
+        "pushed 1 records at time 0 into words",
+        "input words: frontier [1]",
+    ]
+    assert run(server, "input", "get", "lengths", "words").startswith(
+        "input words: frontier [1] (at 1), 1 records in"
+    )
+    unknown = frontier_cli(server, "dataflows", "get", "nameless")
+    assert (unknown.returncode, unknown.stderr) == (
+        1,
+        "error: no dataflow has the id or name 'nameless' (frontier dataflows list shows them)\n",
+    )
+    second = orjson.loads(run(server, "submit", str(graph), "--json"))["id"]
+    twice = frontier_cli(server, "watch", "lengths")
+    assert (twice.returncode, twice.stderr) == (
+        1,
+        f"error: 2 dataflows are named 'lengths' ({dataflow}, {second}): give an id\n",
+    )
+    assert run(server, "dataflows", "drop", second) == f"dropped dataflow {second}\n"
+    assert run(server, "dataflows", "drop", "lengths") == f"dropped dataflow {dataflow}\n"
