@@ -6,7 +6,8 @@ rescale, demo.
 Every client command talks to a server at ``--url`` (default ``$FRONTIER_URL`` or
 ``http://127.0.0.1:8080``) with ``--token`` (default ``$FRONTIER_TOKEN``).
 
-The commands live by what they do: :mod:`api.cli.serving` starts the server,
+The commands live by what they do: :mod:`api.cli.serving` starts the server (the
+addresses of its cluster flags checked by :mod:`api.cli.clustering`),
 :mod:`api.cli.producing` submits graphs and pushes records, :mod:`api.cli.managing` lists,
 describes, advances and closes the API's resources, :mod:`api.cli.watching` follows
 frontiers and outputs and explains what holds a time back, :mod:`api.cli.directory` checks

@@ -13,12 +13,12 @@ import gc
 import ipaddress
 import logging
 import os
-import re
 import ssl
 from typing import TYPE_CHECKING, Any
 
 import click
 
+from api.cli.clustering import addresses
 from api.cli.common import asyncio_run, load_document
 
 if TYPE_CHECKING:
@@ -296,35 +296,6 @@ def _env_int(variable: str) -> int | None:
     return None if value is None else int(value)
 
 
-_HOST = re.compile(r"[A-Za-z0-9_]([A-Za-z0-9_.-]*[A-Za-z0-9_])?|\[[0-9A-Fa-f:.]+\]")
-"""A host as ``host:port`` has it: a name, an IPv4 address, or an IPv6 one in brackets."""
-
-
-def _addresses(text: str | list[str], what: str) -> list[tuple[str, int]]:
-    """The ``host:port`` addresses of ``--peers`` or ``--apis``; a wrong one is named.
-
-    >>> _addresses("a:1, 10.0.0.2:8081,[::1]:9", "--peers")
-    [('a', 1), ('10.0.0.2', 8081), ('[::1]', 9)]
-    >>> _addresses("http://a:1", "--apis")
-    Traceback (most recent call last):
-    click.exceptions.BadParameter: 'http://a:1' is not host:port (no scheme or path: a:1)
-    """
-    items = text.split(",") if isinstance(text, str) else list(text)
-    addresses = []
-    for item in (i.strip() for i in items if i.strip()):
-        if "://" in item or "/" in item:
-            bare = item.partition("://")[2] or item
-            raise click.BadParameter(
-                f"{item!r} is not host:port (no scheme or path: {bare.partition('/')[0]})",
-                param_hint=what,
-            )
-        host, _, port = item.rpartition(":")
-        if not _HOST.fullmatch(host) or not port.isdigit() or not 0 < int(port) < 65536:
-            raise click.BadParameter(f"{item!r} is not host:port", param_hint=what)
-        addresses.append((host, int(port)))
-    return addresses
-
-
 def _cluster(
     processes: int,
     process: int | None,
@@ -353,12 +324,12 @@ def _cluster(
         process = int(ordinal)
     if not 0 <= process < processes:
         raise click.BadParameter(f"{process} is not in [0, {processes})", param_hint="--process")
-    fabric = _addresses(peers or "", "--peers")
+    fabric = addresses(peers or "", "--peers")
     if len(fabric) != processes:
         raise click.BadParameter(
             f"{len(fabric)} addresses for {processes} processes", param_hint="--peers"
         )
-    api = _addresses(apis, "--apis") if apis else [(host, port) for host, _ in fabric]
+    api = addresses(apis, "--apis") if apis else [(host, port) for host, _ in fabric]
     if len(api) != processes:
         raise click.BadParameter(
             f"{len(api)} addresses for {processes} processes", param_hint="--apis"
