@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
+from api.cli.common import json_option, print_json
 from service.app import StoreError
 from service.store.check import Report, check
 from service.store.check import repair as cut_back
@@ -33,6 +35,30 @@ def _print(report: Report) -> None:
         click.echo(f"problem: {problem}", err=True)
 
 
+def report_json(report: Report) -> dict[str, Any]:
+    """The report as ``--json`` prints it: what :func:`_print` says, as data."""
+    return {
+        "directory": str(report.directory),
+        "catalogue": report.catalogue,
+        "dataflows": dict(report.dataflows),
+        "logs": [
+            {
+                "path": str(log.path.relative_to(report.directory)),
+                "segments": log.segments,
+                "first": log.first,
+                "frames": log.frames,
+                "bytes": log.bytes,
+                "synced": None if log.synced is None else log.synced.position,
+                "torn_bytes": log.torn_bytes,
+                "problem": log.problem,
+            }
+            for log in report.logs
+        ],
+        "problems": list(report.problems),
+        "healthy": report.healthy,
+    }
+
+
 @click.command(name="check")
 @click.argument("directory", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option(
@@ -40,7 +66,8 @@ def _print(report: Report) -> None:
     is_flag=True,
     help="Cut each damaged log back to its last good frame, saying exactly what is lost.",
 )
-def check_directory(directory: Path, repair: bool) -> None:
+@json_option
+def check_directory(directory: Path, repair: bool, as_json: bool) -> None:
     """Report what a data directory holds and what is wrong with it (exit 1 if anything is).
 
     Nothing is changed unless --repair is given. Not beside a running server: the directory's
@@ -54,5 +81,8 @@ def check_directory(directory: Path, repair: bool) -> None:
     except StoreError as error:
         click.echo(f"frontier: {error}", err=True)
         raise SystemExit(2) from None
-    _print(report)
+    if as_json:
+        print_json(report_json(report))
+    else:
+        _print(report)
     raise SystemExit(0 if report.healthy else 1)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import click
 
+from api.cli.common import json_option, print_json
 from service.app import StoreError
 
 _DIRECTORY = click.Path(exists=True, file_okay=False, path_type=Path)
@@ -26,12 +27,14 @@ def rescale() -> None:
 @click.option("--data-dir", type=_DIRECTORY, required=True, help="Process 0's data directory.")
 @click.option("--processes", type=int, required=True, help="The processes the cluster will have.")
 @click.option("--workers", type=int, help="Its workers per process (where inputs are not).")
-def plan(data_dir: Path, processes: int, workers: int | None) -> None:
+@json_option
+def plan(data_dir: Path, processes: int, workers: int | None, as_json: bool) -> None:
     """List the inputs held by processes >= --processes: what must move before shrinking.
 
     One line per input: ``<dataflow> <its name> <input> <process>``; nothing when the
-    cluster can shrink as it is. Workers per process change nothing here: an input stays on
-    its process, on the worker a hash of its name picks there.
+    cluster can shrink as it is (with --json, a list of them). Workers per process change
+    nothing here: an input stays on its process, on the worker a hash of its name picks
+    there.
     """
     from service.store.moving import to_move
 
@@ -44,8 +47,16 @@ def plan(data_dir: Path, processes: int, workers: int | None) -> None:
     except StoreError as error:
         click.echo(f"frontier: {error}", err=True)
         raise SystemExit(2) from None
-    for item in held:
-        click.echo(f"{item.dataflow} {item.name or '-'} {item.input} {item.process}")
+    if as_json:
+        print_json(
+            [
+                {"dataflow": i.dataflow, "name": i.name, "input": i.input, "process": i.process}
+                for i in held
+            ]
+        )
+    else:
+        for item in held:
+            click.echo(f"{item.dataflow} {item.name or '-'} {item.input} {item.process}")
     moving = sorted({item.process for item in held})
     summary = (
         f"{len(held)} input(s) to move before the cluster runs on {processes} process(es)"

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from api.cli.clustering import addresses
 from api.cli.common import asyncio_run, load_document
 
 if TYPE_CHECKING:
@@ -256,8 +257,17 @@ def _check(settings: Settings) -> None:
             f"{DEPTH_HEADROOM} levels, and orjson encodes at most {ORJSON_DEPTH}",
             param_hint="limits",
         )
+    if settings.workers < 1:
+        raise click.BadParameter(
+            f"must be at least 1, not {settings.workers}", param_hint="--workers"
+        )
+    if not 0 <= settings.port < 65536:
+        raise click.BadParameter(f"{settings.port} is not a port (0 to 65535)", param_hint="--port")
     if (settings.tls_cert is None) != (settings.tls_key is None):
         raise click.BadParameter("give both --tls-cert and --tls-key, or neither")
+    for flag, path in (("--tls-cert", settings.tls_cert), ("--tls-key", settings.tls_key)):
+        if path is not None and not os.access(path, os.R_OK):
+            raise click.BadParameter(f"cannot read {path}", param_hint=flag)
     if not settings.tokens and not settings.allow_anonymous and not loopback(settings.host):
         raise click.UsageError(
             f"listening on {settings.host} with no token would give anyone who reaches it "
@@ -284,17 +294,6 @@ def loopback(host: str) -> bool:
 def _env_int(variable: str) -> int | None:
     value = os.environ.get(variable)
     return None if value is None else int(value)
-
-
-def _addresses(text: str | list[str], what: str) -> list[tuple[str, int]]:
-    items = text.split(",") if isinstance(text, str) else list(text)
-    addresses = []
-    for item in (i.strip() for i in items if i.strip()):
-        host, _, port = item.rpartition(":")
-        if not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise click.BadParameter(f"{item!r} is not host:port", param_hint=what)
-        addresses.append((host, int(port)))
-    return addresses
 
 
 def _cluster(
@@ -325,20 +324,25 @@ def _cluster(
         process = int(ordinal)
     if not 0 <= process < processes:
         raise click.BadParameter(f"{process} is not in [0, {processes})", param_hint="--process")
-    fabric = _addresses(peers or "", "--peers")
+    fabric = addresses(peers or "", "--peers")
     if len(fabric) != processes:
         raise click.BadParameter(
             f"{len(fabric)} addresses for {processes} processes", param_hint="--peers"
         )
-    api = _addresses(apis, "--apis") if apis else [(host, port) for host, _ in fabric]
+    api = addresses(apis, "--apis") if apis else [(host, port) for host, _ in fabric]
     if len(api) != processes:
         raise click.BadParameter(
             f"{len(api)} addresses for {processes} processes", param_hint="--apis"
         )
     secret = os.environ.get("FRONTIER_CLUSTER_SECRET", "").encode()
     if secret_file:
-        with open(secret_file, "rb") as file:
-            secret = file.read().strip()
+        try:
+            with open(secret_file, "rb") as file:
+                secret = file.read().strip()
+        except OSError as error:
+            raise click.BadParameter(
+                f"cannot read {secret_file}: {error.strerror}", param_hint="--cluster-secret-file"
+            ) from None
     if not secret:
         raise click.BadParameter(
             "a cluster needs a shared secret: $FRONTIER_CLUSTER_SECRET or a file",
@@ -439,8 +443,11 @@ async def _demo(manager: DataflowManager, settings: Settings, base: str) -> None
         f"  curl -s -XPOST {base}{path}/inputs/words/sessions/$session/advance {json} "
         "-d '{\"time\": 2}'\n"
         f"  curl -s '{base}{path}/outputs/counts/times'\n"
-        f"  frontier watch {record.id}     # live frontiers\n"
-        f"  frontier tail {record.id} counts\n"
+        "or with the frontier command:\n"
+        '  printf \'[0, "timely"]\\n[0, "data"]\\n[1, "flow"]\\n\' > words.jsonl\n'
+        f"  frontier push --url {base} {record.id} words words.jsonl\n"
+        f"  frontier watch --url {base} {record.id}     # live frontiers\n"
+        f"  frontier tail --url {base} {record.id} counts\n"
         f"or open {base}/ui/#{record.id} in a browser (the live page).\n"
     )
 

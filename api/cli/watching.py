@@ -2,24 +2,65 @@
 
 from __future__ import annotations
 
-import json
 import sys
+from collections.abc import AsyncIterator
 from typing import Any
 
 import click
 import orjson
 
-from api.cli.common import asyncio_run, bearer_token, fail, server_url, token_option, url_option
-from api.client import AsyncClient, FrontierConnectionError, FrontierError
+from api.cli.common import (
+    asyncio_run,
+    bearer_token,
+    dataflow_id,
+    json_option,
+    print_json,
+    print_line,
+    server_url,
+    token_option,
+    url_option,
+)
+from api.cli.times import Frontier, antichain
+from api.client import AsyncClient, FrontierConnectionError
+
+
+def location_text(location: str) -> str:
+    """A frontier event's location as people read it.
+
+    >>> location_text("input:words"), location_text("operator:count:0")
+    ('input words', 'operator count:0')
+    """
+    kind, _, name = location.partition(":")
+    return f"{kind} {name}" if name else location
+
+
+async def to_the_end(events: AsyncIterator[Any], url: str) -> AsyncIterator[Any]:
+    """A subscription's events; :class:`FrontierConnectionError` if it ends unannounced.
+
+    A subscription ends with a ``closed`` event (the dataflow was dropped, the server is
+    stopping, ...); a socket that ends without one was cut (the server died, the network).
+    """
+    async for event in events:
+        yield event
+        if event.get("type") == "closed":
+            return
+    raise FrontierConnectionError(f"{url}: the connection was cut before the subscription ended")
 
 
 @click.command()
 @click.argument("dataflow")
 @click.option("--operators", is_flag=True, help="Every operator's frontier too.")
+@json_option
 @url_option
 @token_option
-def watch(dataflow: str, operators: bool, url: str | None, token: str | None) -> None:
-    """Show a dataflow's frontiers live."""
+def watch(
+    dataflow: str, operators: bool, as_json: bool, url: str | None, token: str | None
+) -> None:
+    """Show a dataflow's frontiers live, until it is dropped.
+
+    On a terminal, a table of every input's and output's frontier; otherwise one line per
+    change (``output out: frontier [2]``); with --json, the frontier events as JSON lines.
+    """
     from rich.live import Live
     from rich.table import Table
 
@@ -30,56 +71,88 @@ def watch(dataflow: str, operators: bool, url: str | None, token: str | None) ->
         table.add_column("location")
         table.add_column("frontier")
         for location, frontier in state.items():
-            table.add_row(location, json.dumps(frontier) if frontier else "[] (complete)")
+            table.add_row(location_text(location), antichain(frontier))
         return table
 
     async def plain() -> None:
         # Not a terminal: one flushed line per change, for pipes and scripts.
         async with AsyncClient(server_url(url), bearer_token(token)) as client:
-            async for event in client.frontiers(dataflow, operators):
-                if event.get("type") == "frontier":
-                    click.echo(f"{event['location']} {json.dumps(event['frontier'])}")
+            id = await dataflow_id(client, dataflow)
+            async for event in to_the_end(client.frontiers(id, operators), client.url):
+                if as_json:
+                    print_line(event)
+                elif event.get("type") == "frontier":
+                    where = location_text(event["location"])
+                    click.echo(f"{where}: frontier {antichain(event['frontier'])}")
                 elif event.get("type") == "closed":
                     click.echo(f"closed: {event.get('reason')}")
                 sys.stdout.flush()
 
-    async def go() -> None:
+    async def live() -> None:
         async with AsyncClient(server_url(url), bearer_token(token)) as client:
-            with Live(render(), refresh_per_second=8) as live:
-                async for event in client.frontiers(dataflow, operators):
+            with Live(render(), refresh_per_second=8) as shown:
+                id = await dataflow_id(client, dataflow)
+                events = to_the_end(client.frontiers(id, operators), client.url)
+                async for event in events:
                     if event.get("type") == "frontier":
                         state[event["location"]] = event["frontier"]
-                        live.update(render())
+                        shown.update(render())
                     elif event.get("type") == "closed":
                         click.echo(f"closed: {event.get('reason')}")
 
-    try:
-        asyncio_run(go() if sys.stdout.isatty() else plain())
-    except (FrontierError, FrontierConnectionError) as error:
-        fail(error)
+    asyncio_run(live() if sys.stdout.isatty() and not as_json else plain())
 
 
 @click.command()
 @click.argument("dataflow")
 @click.argument("output")
 @click.option("--from", "start", help="Resume from this time (JSON).")
+@json_option
 @url_option
 @token_option
-def tail(dataflow: str, output: str, start: str | None, url: str | None, token: str | None) -> None:
-    """Print an output's records as they arrive, one JSON line per batch."""
-    begin = None if start is None else orjson.loads(start)
+def tail(
+    dataflow: str, output: str, start: str | None, as_json: bool, url: str | None, token: str | None
+) -> None:
+    """Print an output's records and frontier as they come, until the dataflow is dropped.
+
+    One line per record, its time then the record as JSON (``0 {"key": "a"}``), and one
+    line each time the frontier moves (``output out: frontier [1]``); with --json, the
+    capture events as JSON lines (docs/events.md).
+    """
+    begin = None if start is None else _time_argument(start, "--from")
 
     async def go() -> None:
         async with AsyncClient(server_url(url), bearer_token(token)) as client:
-            async for event in client.events(dataflow, output, begin):
-                # One line per event, flushed: readers of a pipe see events as they come.
-                click.echo(orjson.dumps(event).decode())
+            id = await dataflow_id(client, dataflow)
+            await client.output(id, output)  # an unknown output is refused here
+            frontier = Frontier()
+            async for event in to_the_end(client.events(id, output, begin), client.url):
+                if as_json:
+                    print_line(event)
+                    continue
+                kind = event.get("type")
+                if kind == "messages":
+                    time_text = _time_text(event["time"])
+                    for record in event["records"]:
+                        click.echo(f"{time_text} {_time_text(record)}")
+                elif kind == "progress":
+                    now = frontier.update(event["changes"])
+                    click.echo(f"output {output}: frontier {antichain(now)}")
+                elif kind == "closed":
+                    click.echo(f"closed: {event.get('reason')}")
                 sys.stdout.flush()
 
+    asyncio_run(go())
+
+
+def _time_argument(value: str, flag: str) -> Any:
+    """A time given on the command line (JSON: ``3`` or ``[1, 0]``)."""
     try:
-        asyncio_run(go())
-    except (FrontierError, FrontierConnectionError) as error:
-        fail(error)
+        return orjson.loads(value)
+    except orjson.JSONDecodeError:
+        raise click.BadParameter(
+            f"{value!r} is not a time (an integer, or [outer, inner])", param_hint=flag
+        ) from None
 
 
 def _time_text(time: Any) -> str:
@@ -146,9 +219,12 @@ def why_tree(answer: dict[str, Any]) -> Any:
 @click.argument("dataflow")
 @click.argument("location")
 @click.argument("time")
+@json_option
 @url_option
 @token_option
-def why(dataflow: str, location: str, time: str, url: str | None, token: str | None) -> None:
+def why(
+    dataflow: str, location: str, time: str, as_json: bool, url: str | None, token: str | None
+) -> None:
     """Why TIME is not complete at LOCATION: everything holding it back, as a tree.
 
     LOCATION is an output's name or a node's output port (node:port); TIME is JSON (3, or
@@ -163,10 +239,10 @@ def why(dataflow: str, location: str, time: str, url: str | None, token: str | N
 
     async def go() -> Any:
         async with AsyncClient(server_url(url), bearer_token(token)) as client:
-            return await client.explain(dataflow, location, parsed)
+            return await client.explain(await dataflow_id(client, dataflow), location, parsed)
 
-    try:
-        answer = asyncio_run(go())
-    except (FrontierError, FrontierConnectionError) as error:
-        fail(error)
+    answer = asyncio_run(go())
+    if as_json:
+        print_json(answer)
+        return
     Console().print(why_tree(answer))

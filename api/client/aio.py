@@ -9,6 +9,7 @@ arrays.
 from __future__ import annotations
 
 import itertools
+import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -114,16 +115,20 @@ class AsyncClient:
         )
         return answer["plan"]
 
-    async def dataflows(self, page: int = 100) -> list[Any]:
-        """Every dataflow of this tenant (following pagination)."""
+    async def dataflows(self, page: int = 100, name: str | None = None) -> list[Any]:
+        """Every dataflow of this tenant (following pagination).
+
+        With ``name``, only the dataflows of that name (exactly).
+        """
         items: list[Any] = []
-        params = {"limit": str(page)}
+        first = {"limit": str(page)} if name is None else {"limit": str(page), "name": name}
+        params = first
         while True:
             answer = await self.request("GET", "/v1/dataflows", params=params)
             items.extend(answer["items"])
             if answer["next_cursor"] is None:
                 return items
-            params = {"limit": str(page), "cursor": answer["next_cursor"]}
+            params = {**first, "cursor": answer["next_cursor"]}
 
     async def dataflow(self, dataflow: str, operators: bool = True) -> Any:
         """One dataflow in full."""
@@ -168,9 +173,24 @@ class AsyncClient:
         )
         return int(answer["discarded"])
 
-    async def close_input(self, dataflow: str, input: str) -> None:
-        """Close an input (every session)."""
-        await self.request("POST", f"/v1/dataflows/{dataflow}/inputs/{input}/close")
+    async def advance_input(self, dataflow: str, input: str, time: Any) -> Any:
+        """Advance an input to ``time`` without a session; the ack, with its frontier.
+
+        Open sessions still hold the input at their own times.
+        """
+        body = {"transactions": [], "idempotency_key": uuid.uuid4().hex, "advance_to": time}
+        return await self.request("POST", f"/v1/dataflows/{dataflow}/inputs/{input}/commit", body)
+
+    async def close_session(self, dataflow: str, input: str, session: str) -> Any:
+        """Close a session by its id (one this client did not open, say); the ack."""
+        return await self.request(
+            "DELETE", f"/v1/dataflows/{dataflow}/inputs/{input}/sessions/{session}"
+        )
+
+    async def close_input(self, dataflow: str, input: str) -> list[Any]:
+        """Close an input (every session); its frontier now (empty)."""
+        answer = await self.request("POST", f"/v1/dataflows/{dataflow}/inputs/{input}/close")
+        return list(answer["input_frontier"])
 
     async def commit(
         self,
@@ -234,7 +254,24 @@ class AsyncClient:
             params["cursor"] = answer["next_cursor"]
 
     async def _stream(self, path: str, params: dict[str, str]) -> AsyncIterator[Any]:
-        async with self._http().ws_connect(self.url + path, params=params) as ws:
+        """The events of a WebSocket subscription, until its ``closed`` event.
+
+        A refused upgrade is :class:`FrontierError` (with the problem the same request
+        answers without the upgrade, when it answers one); no answer is
+        :class:`FrontierConnectionError`.
+        """
+        url = self.url + path
+        try:
+            socket = await self._http().ws_connect(url, params=params)
+        except aiohttp.WSServerHandshakeError as refused:
+            await self.request("GET", path, params=params)  # the refusal's problem, if any
+            raise FrontierError(
+                refused.status, {"title": refused.message, "detail": f"GET {url}: refused"}
+            ) from refused
+        except (TimeoutError, aiohttp.ClientConnectionError) as error:
+            why = str(error) or type(error).__name__
+            raise FrontierConnectionError(f"GET {url}: no answer: {why}") from error
+        async with socket as ws:
             async for message in ws:
                 if message.type in (aiohttp.WSMsgType.TEXT, aiohttp.WSMsgType.BINARY):
                     event = orjson.loads(message.data)

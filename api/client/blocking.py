@@ -133,6 +133,8 @@ class Client(_Runner[AsyncClient]):
     stage = blocking(AsyncClient.stage)
     abort = blocking(AsyncClient.abort)
     close_input = blocking(AsyncClient.close_input)
+    advance_input = blocking(AsyncClient.advance_input)
+    close_session = blocking(AsyncClient.close_session)
     commit = blocking(AsyncClient.commit)
     input = blocking(AsyncClient.input)
     output = blocking(AsyncClient.output)

@@ -42,7 +42,7 @@ async def create_dataflow(request: web.Request) -> web.Response:
 
 
 async def list_dataflows(request: web.Request) -> web.Response:
-    """The tenant's dataflows, a page at a time."""
+    """The tenant's dataflows, a page at a time (with ``name``, only those of that name)."""
     limit = limit_param(request)
     after = None
     if "cursor" in request.query:
@@ -54,7 +54,8 @@ async def list_dataflows(request: web.Request) -> web.Response:
             raise BadRequest(
                 f"cursor {request.query['cursor']!r} is not one this server gave out"
             ) from None
-    page = manager_of(request).page(tenant_of(request), after, limit)
+    name = request.query.get("name")
+    page = manager_of(request).page(tenant_of(request), after, limit, name)
     last_item = page.items[-1] if page.items else None
     next_cursor = None
     if page.more and last_item is not None:

@@ -172,7 +172,8 @@ class DataflowManager:
         """Check, compile and build a graph on every worker (stored first, with a journal).
 
         ``graph`` is as :meth:`compile` takes it; a :class:`GraphSpec` must come from
-        :func:`parse_graph`, which keeps the document it read: that is what is stored.
+        :func:`parse_graph`, which keeps the document it read: that is what is stored. The
+        dataflow is named ``name``, else the graph's own ``name`` (else it has none, ``""``).
         """
         plan = self.compile(graph)
         document = plan.spec.document
@@ -186,6 +187,8 @@ class DataflowManager:
                 f"tenant {tenant!r} has {owned} dataflows, the limit (max_dataflows_per_tenant)"
             )
         holders = place_inputs(plan.spec.inputs(), self._held())
+        if not name and isinstance(document.get("name"), str):
+            name = document["name"]
         identity = Identity(uuid.uuid4().hex, tenant, name or "", document, holders=holders)
         self.journal.add_dataflow(
             identity.id, tenant, identity.name, document, identity.created_at, holders
@@ -217,9 +220,14 @@ class DataflowManager:
         """The tenant's dataflows, oldest first."""
         return self.registry.listing(tenant)
 
-    def page(self, tenant: str, after: tuple[float, str] | None, limit: int) -> DataflowPage:
-        """Up to ``limit`` of the tenant's dataflows created after ``after`` (creation, id)."""
-        return self.registry.page(tenant, after, limit)
+    def page(
+        self, tenant: str, after: tuple[float, str] | None, limit: int, name: str | None = None
+    ) -> DataflowPage:
+        """Up to ``limit`` of the tenant's dataflows created after ``after`` (creation, id).
+
+        With ``name``, only the dataflows of that name (exactly).
+        """
+        return self.registry.page(tenant, after, limit, name)
 
     async def drop(self, tenant: str, dataflow_id: str) -> None:
         """Stop a dataflow everywhere; subscribers get a final event, producers get 410.

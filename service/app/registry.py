@@ -100,12 +100,17 @@ class Dataflows:
             key=lambda d: (d.created_at, d.id),
         )
 
-    def page(self, tenant: str, after: tuple[float, str] | None, limit: int) -> DataflowPage:
+    def page(
+        self, tenant: str, after: tuple[float, str] | None, limit: int, name: str | None = None
+    ) -> DataflowPage:
         """Up to ``limit`` of the tenant's dataflows created after ``after`` (creation, id).
 
-        A position stays valid even if the dataflow it names was dropped meanwhile.
+        With ``name``, only the dataflows of that name (exactly). A position stays valid even
+        if the dataflow it names was dropped meanwhile.
         """
         dataflows = self.listing(tenant)
+        if name is not None:
+            dataflows = [d for d in dataflows if d.name == name]
         start = 0
         if after is not None:
             start = next(

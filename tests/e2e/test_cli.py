@@ -49,7 +49,7 @@ def test_submit_push_and_tail(service: object, tmp_path: Path) -> None:
     assert planned.returncode == 0, planned.stderr
     assert orjson.loads(planned.stdout)["order"] == ["words", "lengths", "counts", "out"]
 
-    submitted = frontier_cli(service, "submit", str(graph), "--name", "cli")
+    submitted = frontier_cli(service, "submit", str(graph), "--name", "cli", "--json")
     assert submitted.returncode == 0, submitted.stderr
     dataflow = orjson.loads(submitted.stdout)["id"]
 
@@ -68,7 +68,7 @@ def test_submit_push_and_tail(service: object, tmp_path: Path) -> None:
         times = {t: sorted(r["key"] for r in rs) for t, rs in client.times(dataflow, "out")}
         assert times == {0: [2], 1: [3], 2: [1]}
         tail = subprocess.Popen(
-            [sys.executable, "-m", "api", "tail", dataflow, "out"],
+            [sys.executable, "-m", "api", "tail", dataflow, "out", "--json"],
             stdout=subprocess.PIPE,
             text=True,
             cwd=ROOT,
@@ -109,7 +109,7 @@ def test_submit_reports_every_problem(service: object, tmp_path: Path) -> None:
 def test_watch_shows_frontiers_until_the_dataflow_ends(service: object, tmp_path: Path) -> None:
     graph = tmp_path / "graph.yaml"
     graph.write_text(GRAPH_YAML)
-    dataflow = orjson.loads(frontier_cli(service, "submit", str(graph)).stdout)["id"]
+    dataflow = orjson.loads(frontier_cli(service, "submit", str(graph), "--json").stdout)["id"]
     env = {**os.environ, "FRONTIER_URL": service.url, "PYTHONPATH": str(ROOT)}  # type: ignore[attr-defined]
     watch = subprocess.Popen(
         [sys.executable, "-m", "api", "watch", dataflow],
@@ -122,7 +122,7 @@ def test_watch_shows_frontiers_until_the_dataflow_ends(service: object, tmp_path
         assert watch.stdout is not None
         # Subscribed once the first frontiers are shown.
         shown = [watch.stdout.readline(), watch.stdout.readline()]
-        assert sorted(shown) == ["input:words [0]\n", "output:out [0]\n"]
+        assert sorted(shown) == ["input words: frontier [0]\n", "output out: frontier [0]\n"]
         with Client(service.url) as client:  # type: ignore[attr-defined]
             session = client.session(dataflow, "words")
             session.push([[0, "x"]])
@@ -138,7 +138,7 @@ def test_watch_shows_frontiers_until_the_dataflow_ends(service: object, tmp_path
             watch.wait()
     assert watch.returncode == 0
     lines = out.splitlines()
-    assert "input:words [3]" in lines and "output:out [3]" in lines
+    assert "input words: frontier [3]" in lines and "output out: frontier [3]" in lines
     assert lines[-1] == "closed: the dataflow was dropped"
 
 
@@ -161,6 +161,7 @@ def test_a_server_that_is_not_there_is_one_clear_line_not_a_traceback(tmp_path: 
     assert result.returncode == 1
     [line] = result.stderr.splitlines()
     assert line.startswith(f"error: POST {nowhere.url}/v1/dataflows: no answer: "), line
+    assert line.endswith("(is the server running there? give --url or $FRONTIER_URL)"), line
     assert "Traceback" not in result.stderr
 
 

@@ -6,6 +6,8 @@ import sys
 import time
 from pathlib import Path
 
+import orjson
+
 from api.client import Client
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -59,13 +61,19 @@ def test_why_prints_the_holders_as_a_tree(service: object) -> None:
         )
         complete = why(service, dataflow, "histogram:0", "2")
         assert complete.stdout == "2 is complete at histogram:0 (frontier [3])\n"
+        answer = orjson.loads(why(service, dataflow, "histogram:0", "2", "--json").stdout)
+        assert (answer["complete"], answer["frontier"], answer["holders"]) == (True, [3], [])
         refused = why(service, dataflow, "nowhere", "2")
         assert refused.returncode == 1
-        assert refused.stderr.startswith(f"error 404: dataflow '{dataflow}' has no location")
+        assert refused.stderr == (
+            f"error: Not found (404): dataflow '{dataflow}' has no location 'nowhere'; its "
+            "locations are: words:0, histogram:0, counts (a node's output port as node:port, "
+            "or an output's name)\n"
+        )
         refused = why(service, dataflow, "counts", "[1,2]")
         assert (refused.returncode, refused.stderr) == (
             1,
-            "error 422: time [1, 2] is not a time at counts: expected an integer 0 <= t < 2^64\n"
-            "  /time: time [1, 2] is not a time at counts: expected an integer 0 <= t < 2^64\n",
+            "error: Unprocessable content (422): time [1, 2] is not a time at counts: expected "
+            "an integer 0 <= t < 2^64\n",
         )
         session.close()

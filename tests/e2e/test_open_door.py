@@ -37,7 +37,7 @@ def test_a_server_beyond_loopback_without_tokens_refuses_to_start(tmp_path: Path
     command += ["--data-dir", str(tmp_path / "data")]
     done = subprocess.run(command, cwd=REPO, capture_output=True, timeout=60, check=False)
     assert done.returncode == 2
-    assert f"Error: {REFUSAL}" in done.stderr.decode()
+    assert f"error: {REFUSAL} (see python -m api serve --help)" in done.stderr.decode()
     assert not (tmp_path / "data").exists()
 
 
