@@ -6,7 +6,8 @@ beside it; the commit it was taken from in ``cel_conformance/README.md``). Each 
 
 * skipped, with its reason, if its file or the case needs what docs/graphs.md says is not
   supported (protobuf messages, bytes, timestamps and durations, type values, optionals,
-  extensions, unknowns, containers and qualified names, the checker's deduced types);
+  extensions but the strings extension without ``format`` and ``math.greatest``/``least``,
+  unknowns, containers and qualified names, the checker's deduced types);
 * else in scope: it compiles the expression with the case's bindings as variables and
   evaluates it, and passes when the value is the expected one (with its CEL type: ``1``, ``1u``,
   ``1.0`` and ``true`` differ) or an expected error is raised (at evaluation, or at submission
