@@ -34,7 +34,7 @@ for anywhere in the string; RE2's time is linear in the string: a literal patter
 once, at submission, any other when evaluated, through a bounded cache), and the extensions
 ``lower()`` and ``upper()`` (not standard CEL); cel-go's strings extension (``charAt``, ``indexOf``,
 ``lastIndexOf``, ``lowerAscii``, ``upperAscii``, ``trim``, ``replace``, ``split``,
-``substring``, ``reverse``, ``join`` on lists, ``strings.quote``; not ``format``) and
+``substring``, ``reverse``, ``format``, ``join`` on lists, ``strings.quote``) and
 ``math.greatest``/``math.least``, as cel-go evaluates them (``extensions.py``). Macros on
 lists (and on maps, whose keys they range over): ``all``, ``exists``, ``exists_one``,
 ``map`` (two and three argument forms) and ``filter``, e.g. ``xs.map(x, x * 2)``.
@@ -91,7 +91,7 @@ expression fails on; so does a ``matches`` that would cost more on its own.
 
 Not supported: bytes literals, timestamps and durations, ``type()``, protobuf messages and
 message construction, the optional syntax (``r.?f``), qualified names and the leading-dot
-root selection (``.r``), the strings extension's ``format``, and the other extensions. Maps do not
+root selection (``.r``), and the extensions but strings and ``math.greatest``/``least``. Maps do not
 tell the keys ``1`` and ``true`` apart (Python's dicts do not).
 """
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from operators.graph.cel.codegen import _Compiler
+from operators.graph.cel.extensions import MAX_PRECISION as _MAX_PRECISION
 from operators.graph.cel.regex import _REGEX_COST_DIVISOR
 from operators.graph.cel.syntax import (
     _Binary,
@@ -258,6 +259,9 @@ class _Estimator:
             size = receiver.size * 2 + 2
         elif name == "join":  # the elements, with a separator between two
             size = receiver.size * ((args[0].size if args else _Poly.of(0)) + 1)
+        elif name == "format":  # each argument's text (a character's %x is 8 digits), once,
+            # and a number's (up to MAX_PRECISION digits) per clause of the template
+            size = receiver.size * (_MAX_PRECISION + 2) + args[0].size * 8
         elif name in ("charAt", "indexOf", "lastIndexOf"):
             size = _SMALL
         return _Estimate(cost + self.characters(receiver.size + size), size)

@@ -6,14 +6,18 @@ an argument of the wrong type is ``no such overload``. ``trim`` removes what Go'
 ``unicode.IsSpace`` calls space (not the zero-width spaces); ``lowerAscii`` and ``upperAscii``
 map ASCII letters only; ``split`` and ``replace`` with a limit are Go's ``SplitN`` and
 ``Replace`` (a negative limit is no limit, 0 gives ``[]`` and the string unchanged).
+``format`` is cel-spec's (its ``string_ext`` cases), with a precision of at most
+:data:`MAX_PRECISION`.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from typing import Final, NoReturn
 
+from operators.graph.cel.convert import _format_double
 from operators.graph.cel.core import EvaluationError
 from operators.graph.cel.types import _type_name
 
@@ -186,6 +190,133 @@ def _quote(s: object) -> str:
     return '"' + sane.translate(_QUOTED) + '"'
 
 
+# --------------------------------------------------------------------------- format
+
+MAX_PRECISION: Final = 100
+"""The largest precision ``format`` takes (``%.100f``): a larger one, read from a record,
+could make a string of any size."""
+_CLAUSE: Final = re.compile(r"%(?:\.([0-9]+))?([a-zA-Z%]?)")
+
+
+def _format(template: object, args: object) -> str:
+    """``template.format(args)``: cel-spec's ``format`` (its ``string_ext`` cases).
+
+    ``%s`` any value (lists and maps as ``[a, b]`` and ``{k: v}``, keys in order of their
+    text), ``%d`` an int, ``%f`` and ``%e`` a number (precision ``%.3f``, 6 by default),
+    ``%x``/``%X`` an int or a string's UTF-8 bytes, ``%o`` an int, ``%b`` an int or a bool,
+    ``%%`` a ``%``; a NaN or an infinity is ``NaN``, ``Infinity``, ``-Infinity``.
+    """
+    if type(template) is not str or not isinstance(args, list | tuple):
+        _no_overload("format", template, [args])
+    assert isinstance(template, str)
+    out: list[str] = []
+    pos = used = 0
+    for match in _CLAUSE.finditer(template):
+        out.append(template[pos : match.start()])
+        pos = match.end()
+        digits, verb = match.groups()
+        if verb == "%" and digits is None:
+            out.append("%")
+            continue
+        if verb not in _VERBS or (digits is not None and verb not in "fe"):
+            shown = verb if digits is None else f".{digits}{verb}"
+            raise EvaluationError(
+                f'could not parse formatting clause: unrecognized formatting clause "{shown}"'
+            )
+        if used >= len(args):
+            raise EvaluationError(f"index {used} out of range")
+        value = args[used]
+        used += 1
+        precision = 6 if digits is None else int(digits)
+        if precision > MAX_PRECISION:
+            raise EvaluationError(f"format: a precision over {MAX_PRECISION}: {precision}")
+        out.append(_clause(verb, value, precision))
+    out.append(template[pos:])
+    return "".join(out)
+
+
+_VERBS: Final = frozenset("sdfexXob")
+_NOT_FINITE: Final = {math.inf: "Infinity", -math.inf: "-Infinity"}
+
+
+def _special(value: float) -> str | None:
+    if math.isnan(value):
+        return "NaN"
+    return _NOT_FINITE.get(value)
+
+
+def _clause(verb: str, value: object, precision: int) -> str:
+    kind = type(value)
+    if verb == "s":
+        return _as_text(value)
+    if verb in "fe":
+        if kind is not int and kind is not float:
+            what = "fixed-point" if verb == "f" else "scientific"
+            _format_error(f"{what} clause can only be used on doubles", value)
+        number = float(value)  # type: ignore[arg-type]
+        special = _special(number)
+        return special if special is not None else f"{number:.{precision}{verb}}"
+    if verb == "d":
+        if kind is float:
+            assert isinstance(value, float)
+            special = _special(value)
+            if special is not None:
+                return special
+        if kind is not int:
+            _format_error("decimal clause can only be used on integers", value)
+        return str(value)
+    if verb in "xX":
+        if kind is str:
+            assert isinstance(value, str)
+            text = value.encode("utf-8", "surrogatepass").hex()
+        elif kind is int:
+            text = format(value, "x")
+        else:
+            _format_error("only integers, byte buffers, and strings can be formatted as hex", value)
+        return text.upper() if verb == "X" else text
+    if verb == "o":
+        if kind is not int:
+            _format_error("octal clause can only be used on integers", value)
+        return format(value, "o")
+    if kind is bool:  # b
+        return "1" if value else "0"
+    if kind is not int:
+        _format_error("only integers and bools can be formatted as binary", value)
+    return format(value, "b")
+
+
+def _format_error(what: str, value: object) -> NoReturn:
+    raise EvaluationError(f"error during formatting: {what}, was given {_type_name(value)}")
+
+
+def _as_text(value: object) -> str:
+    """``%s``: a value as text."""
+    kind = type(value)
+    if kind is str:
+        assert isinstance(value, str)
+        return value
+    if kind is float:
+        assert isinstance(value, float)
+        special = _special(value)
+        return special if special is not None else _format_double(value)
+    if value is None:
+        return "null"
+    if kind is bool:
+        return "true" if value else "false"
+    if kind is int:
+        return str(value)
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_as_text(item) for item in value) + "]"
+    if isinstance(value, dict):
+        entries = sorted((_as_text(k), _as_text(v)) for k, v in value.items())
+        return "{" + ", ".join(f"{k}: {v}" for k, v in entries) + "}"
+    _format_error(  # pragma: no cover - records hold JSON values only
+        "string clause can only be used on strings, bools, bytes, ints, doubles, maps, lists,"
+        " types, durations, and timestamps",
+        value,
+    )
+
+
 # --------------------------------------------------------------------------- math
 
 
@@ -241,6 +372,7 @@ EXTENSIONS: Final[dict[str, object]] = {
     "_x_split": _split,
     "_x_substring": _substring,
     "_x_join": _join,
+    "_x_format": _format,
     "_x_math_greatest": _greatest,
     "_x_math_least": _least,
     "_x_strings_quote": _quote,

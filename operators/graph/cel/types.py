@@ -91,6 +91,7 @@ _EXTENSION_METHODS: Final[dict[str, tuple[str, tuple[tuple[str, ...], ...], str]
     "split": ("string", (("string",), ("string", "int")), "list"),
     "substring": ("string", (("int",), ("int", "int")), "string"),
     "join": ("list", ((), ("string",)), "string"),
+    "format": ("string", (("list",),), "string"),
 }
 _NAMESPACED: Final = frozenset({"math.greatest", "math.least", "strings.quote"})
 """Functions with a qualified name (``math.greatest(1, 2)``), parsed as one name."""

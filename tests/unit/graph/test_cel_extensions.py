@@ -257,3 +257,39 @@ def test_the_vector_backend_runs_what_maps_onto_arrow(source: str, expected: lis
 def test_the_vector_backend_says_what_runs_by_rows(source: str, reason: str) -> None:
     compiled = vector(source, pa.array(["a"], pa.string()))
     assert isinstance(compiled, NotVectorized) and reason in str(compiled)
+
+
+# --------------------------------------------------------------------------- format
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ('"%s: %d".format(["a", 1])', "a: 1"),
+        ('"%.2f%%".format([12.5])', "12.50%"),
+        ('"%.0f %.0f".format([2.5, 3.5])', "2 4"),  # half to even, as Go
+        ('"%f %e".format([2, 3u])', "2.000000 3.000000e+00"),
+        ('"%d %f".format([double("NaN"), double("-Infinity")])', "NaN -Infinity"),
+        ('"%x %X %o %b %b".format([30, "Hi", 8, 5, false])', "1e 4869 10 101 0"),
+        ('"%s".format([[1, "a", 2.5, null, true]])', "[1, a, 2.5, null, true]"),
+        ('"%s".format([{"b": 1, "a": [2]}])', "{a: [2], b: 1}"),
+        ("r.format([1, 'x'])", "1-x"),
+    ],
+)
+def test_format(source: str, expected: str) -> None:
+    assert evaluate(source, "%d-%s") == expected
+
+
+@pytest.mark.parametrize(
+    ("source", "message"),
+    [
+        ('"%a".format([1])', 'unrecognized formatting clause "a"'),
+        ('"%d %d".format([1])', "index 1 out of range"),
+        ('"%d".format(["x"])', "decimal clause can only be used on integers, was given string"),
+        ('"%.101f".format([1.0])', "a precision over 100"),
+        ('"%b".format([1.5])', "only integers and bools can be formatted as binary"),
+    ],
+)
+def test_format_errors(source: str, message: str) -> None:
+    with pytest.raises(EvaluationError, match=message):
+        evaluate(source)

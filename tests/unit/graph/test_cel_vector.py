@@ -417,3 +417,11 @@ def test_maps_compare_key_by_key_and_macros_range_over_their_keys() -> None:
     assert outcomes("r.n.map(k, k + k)", r=r) == [["xx", "yy"], ["xx", "yy"], "error"]
     assert outcomes('"x" in r.n', r=r) == [True, True, "error"]
     assert outcomes("size({})", r=r) == [0, 0, 0]
+
+
+def test_not_equal_to_a_value_that_always_fails_fails_without_falling_back() -> None:
+    """``!=`` with an operand that fails on every row (``r.s < r.i``: no such overload) fails
+    every row: its failing values (nulls of no type) are not inverted (found by the property
+    test)."""
+    s, i = column(["a", ""], pa.string()), column([1, 2])
+    assert outcomes("1 != ((s < i) ? s : s)", s=s, i=i) == ["error", "error"]

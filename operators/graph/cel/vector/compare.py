@@ -93,7 +93,7 @@ def ordering(op: str, a: Compiled, b: Compiled) -> Compiled:
 def equality(op: str, a: Compiled, b: Compiled) -> Compiled:
     """``a == b`` or ``a != b``: heterogeneous equality (see the module)."""
     equal = _equality(a, b)
-    if op == "==":
+    if op == "==" or equal is FAILING:  # (failing rows have null values, of no type to invert)
         return equal
     inner = equal.run
     return Compiled(BOOL_SHAPE, lambda env: _inverted(inner(env)))
