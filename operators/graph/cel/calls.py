@@ -111,8 +111,12 @@ class _Calls(_Emitter):
             for overload in overloads
         ):
             self.fail(f"no such overload: {receiver.type}.{name}({', '.join(types)})", node.pos)
-        # each reads its whole receiver (join: each element), as contains does
+        # each reads its whole receiver (join: each element), as contains does, and its
+        # string arguments (replace copies its new string up to once per character)
         self.repeated(node.target, receiver, 1, deep=wanted == LIST)
+        for arg_node, arg in zip(node.args, args, strict=True):
+            if arg.type in (STRING, LIST, DYN):
+                self.repeated(arg_node, arg, 1)
         return _Code(_call(f"_x_{name}", receiver.expr, *(arg.expr for arg in args)), result)
 
     def namespaced(self, node: _Call, args: list[_Code]) -> _Code:

@@ -293,3 +293,16 @@ def test_format(source: str, expected: str) -> None:
 def test_format_errors(source: str, message: str) -> None:
     with pytest.raises(EvaluationError, match=message):
         evaluate(source)
+
+
+def test_extension_work_repeated_per_element_counts_against_the_step_limit() -> None:
+    """A string-extension function on a value that does not depend on the element is paid for
+    by the comprehension (its size times the range's), as ``contains`` is."""
+    records = {"xs": list(range(20000)), "s": "a " * 20000}
+    for source in ("r.xs.map(x, r.s.split(' '))", "r.xs.map(x, 'b'.replace('b', r.s))"):
+        with pytest.raises(EvaluationError, match="step limit exceeded"):
+            evaluate(source, records)
+    assert evaluate("r.tags.map(t, t.replace('a', r.id))", {"tags": ["xa", "b"], "id": "Q"}) == [
+        "xQ",
+        "b",
+    ]
