@@ -29,6 +29,7 @@ _SPACE: Final = (
 """Go's ``unicode.IsSpace``: Unicode's White_Space characters."""
 _ASCII_LOWER: Final = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 _ASCII_UPPER: Final = str.maketrans("abcdefghijklmnopqrstuvwxyz", "ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+_SURROGATE: Final = re.compile("[\ud800-\udfff]")
 _QUOTED: Final = str.maketrans(
     {
         "\a": "\\a",
@@ -186,7 +187,7 @@ def _quote(s: object) -> str:
     if type(s) is not str:
         raise EvaluationError(f"no such overload: strings.quote({_type_name(s)})")
     assert isinstance(s, str)
-    sane = s.encode("utf-8", "replace").decode("utf-8")  # a lone surrogate becomes U+FFFD
+    sane = _SURROGATE.sub("\ufffd", s)  # a lone surrogate (not a code point) becomes U+FFFD
     return '"' + sane.translate(_QUOTED) + '"'
 
 

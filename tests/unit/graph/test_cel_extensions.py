@@ -306,3 +306,8 @@ def test_extension_work_repeated_per_element_counts_against_the_step_limit() -> 
         "xQ",
         "b",
     ]
+
+
+def test_quote_replaces_what_is_not_a_code_point() -> None:
+    # JSON can carry a lone surrogate ("\ud800"); cel-go's quote makes it U+FFFD
+    assert evaluate("strings.quote(r)", "a\ud800b") == '"a\ufffdb"'
