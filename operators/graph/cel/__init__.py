@@ -19,7 +19,8 @@ line 1, column 9: unexpected token ')'
 
 **Grammar** (precedence from loosest to tightest, as in the CEL spec): ``c ? a : b``;
 ``||``; ``&&``; ``== != < <= > >= in``; ``+ -``; ``* / %``; unary ``!`` and ``-``; member
-selection ``a.f``, indexing ``a[i]``, calls ``f(x)`` and methods ``x.f(y)``. Literals: ints
+selection ``a.f`` (a field name may be a reserved word, ``m.as``, or backquoted, ``m.`a/b```),
+indexing ``a[i]``, calls ``f(x)`` and methods ``x.f(y)``. Literals: ints
 (``42``, ``0x2A``), uints (``42u``), doubles (``1.5``, ``.5``, ``1e3``), strings in single or
 double quotes, triple-quoted, raw (``r"\d"``), with the escapes ``\n \t \\ \" \' \uXXXX``
 (all of CEL's: ``\a \b \f \r \v \? \` \xHH \UXXXXXXXX \ooo`` too), ``true``,
@@ -27,13 +28,16 @@ double quotes, triple-quoted, raw (``r"\d"``), with the escapes ``\n \t \\ \" \'
 end of the line.
 
 **Functions**: ``size(x)``/``x.size()``, ``int(x)``, ``uint(x)``, ``double(x)``,
-``string(x)``, ``dyn(x)``, ``has(a.f)``; string methods ``startsWith``, ``endsWith``,
-``contains``, ``matches`` (RE2 syntax and semantics, as CEL specifies, searched for anywhere in
-the string; RE2's time is linear in the string: a literal pattern is compiled once, at
-submission, any other when evaluated, through a bounded cache), and the extensions ``lower()``
-and ``upper()`` (not standard CEL). Macros on lists (and on maps, whose keys they range over):
-``all``, ``exists``, ``exists_one``, ``map`` (two and three argument forms) and ``filter``,
-e.g. ``xs.map(x, x * 2)``.
+``string(x)``, ``bool(x)``, ``dyn(x)``, ``has(a.f)``; string methods ``startsWith``,
+``endsWith``, ``contains``, ``matches`` (RE2 syntax and semantics, as CEL specifies, searched
+for anywhere in the string; RE2's time is linear in the string: a literal pattern is compiled
+once, at submission, any other when evaluated, through a bounded cache), and the extensions
+``lower()`` and ``upper()`` (not standard CEL); cel-go's strings extension (``charAt``, ``indexOf``,
+``lastIndexOf``, ``lowerAscii``, ``upperAscii``, ``trim``, ``replace``, ``split``,
+``substring``, ``reverse``, ``format``, ``join`` on lists, ``strings.quote``) and
+``math.greatest``/``math.least``, as cel-go evaluates them (``extensions.py``). Macros on
+lists (and on maps, whose keys they range over): ``all``, ``exists``, ``exists_one``,
+``map`` (two and three argument forms) and ``filter``, e.g. ``xs.map(x, x * 2)``.
 
 **Values**: records are what JSON decodes to: ``int``, ``float`` (CEL ``double``), ``str``,
 ``bool``, ``None`` (``null``), ``list`` and ``dict`` (CEL ``map``); tuples are taken as lists.
@@ -49,10 +53,12 @@ checked at submission; values read from records are ``dyn`` and checked when eva
   (``-7 / 2 == -3``, ``-7 % 2 == -1``); ``/`` and ``%`` by zero fail, and so do
   ``-9223372036854775808 / -1`` and ``% -1`` (overflow, as in cel-go); ``/`` on doubles
   follows IEEE 754 (``1.0 / 0.0`` is infinity); there is no ``%`` on doubles.
-* Ordering compares ints, uints and doubles numerically across types, strings by code point
-  and bools (``false < true``); anything else is an error. Equality is CEL's heterogeneous
-  equality: values of different types are unequal except numbers, which compare by value;
-  lists and maps compare element by element.
+* Ordering compares ints, uints and doubles numerically across types (an int and a double as
+  doubles, as cel-go and the spec's cases: ``9223372036854775807 < 9223372036854775808.0`` is
+  false), strings by code point and bools (``false < true``); anything else is an error.
+  Equality is CEL's heterogeneous equality: values of different types are unequal except
+  numbers, which are equal if their values are, exactly; lists and maps compare element by
+  element. A list is indexed by an int, a uint or a whole double (``[1, 2][1.0]``).
 * ``&&`` and ``||`` absorb errors from either side, as CEL says: ``false && e`` and
   ``e && false`` are ``false``, ``true || e`` and ``e || true`` are ``true``, whatever ``e``
   fails with; else an operand's error (the leftmost) is the result. ``all`` and ``exists``
@@ -61,8 +67,8 @@ checked at submission; values read from records are ``dyn`` and checked when eva
   evaluated, is an error like any other). The compiled function evaluates left to right,
   short-circuiting, and only on a record where that fails evaluates it again absorbing
   errors, so records on which nothing fails pay nothing for the rule. ``?:`` evaluates only
-  the branch taken (an error in the other is no error). ``exists_one`` stops at its second
-  true element.
+  the branch taken (an error in the other is no error). ``exists_one`` evaluates every
+  element (an error after its second true element is still the result).
 * uints are Python ints whose type is known statically; a uint read from a record (there are
   none in JSON) or passed through a list is an int.
 * ``matches`` is RE2's: no backreferences or lookaround (a literal pattern using them does not
@@ -85,7 +91,7 @@ expression fails on; so does a ``matches`` that would cost more on its own.
 
 Not supported: bytes literals, timestamps and durations, ``type()``, protobuf messages and
 message construction, the optional syntax (``r.?f``), qualified names and the leading-dot
-root selection (``.r``), and the string extensions beyond ``lower``/``upper``. Maps do not
+root selection (``.r``), and the extensions but strings and ``math.greatest``/``least``. Maps do not
 tell the keys ``1`` and ``true`` apart (Python's dicts do not).
 """
 

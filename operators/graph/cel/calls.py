@@ -24,9 +24,12 @@ from operators.graph.cel.steps import _SMALL_RANGE
 from operators.graph.cel.syntax import _Call, _Ident, _Lit, _Node, _nodes_per_run, _Select
 from operators.graph.cel.types import (
     _CONVERSIONS,
+    _EXTENSION_METHODS,
     _FUNCTIONS,
     _MACROS,
     _METHODS,
+    _NAMESPACED,
+    _NUMERIC,
     BOOL,
     DYN,
     INT,
@@ -48,6 +51,8 @@ class _Calls(_Emitter):
             if name == "matches":
                 self.arity(node, (2,))
                 return self.matches(node, self.expr(args[0]), args[1])
+            if name in _NAMESPACED:
+                return self.namespaced(node, [self.expr(arg) for arg in args])
             if name not in _FUNCTIONS:
                 self.fail(f"unknown function {name!r}", node.pos)
             self.arity(node, (_FUNCTIONS[name],))
@@ -55,6 +60,8 @@ class _Calls(_Emitter):
         if name in _MACROS:
             self.arity(node, _MACROS[name])
             return self.macro(node, self.expr(node.target))
+        if name in _EXTENSION_METHODS:
+            return self.extension(node, self.expr(node.target), [self.expr(arg) for arg in args])
         if name not in _METHODS:
             self.fail(f"unknown method {name!r}", node.pos)
         self.arity(node, (_METHODS[name],))
@@ -88,6 +95,46 @@ class _Calls(_Emitter):
         if name != "string" and t in (STRING, DYN):
             self.repeated(arg_node, arg, 1)  # parsing reads the whole string
         return _Code(_call(f"_to_{name}", arg.expr), result)
+
+    def extension(self, node: _Call, receiver: _Code, args: list[_Code]) -> _Code:
+        """A method of the strings extension (see ``extensions.py``), checked by its overloads."""
+        name = node.name
+        assert node.target is not None
+        wanted, overloads, result = _EXTENSION_METHODS[name]
+        types = [arg.type for arg in args]
+
+        def fits(have: str, want: str) -> bool:
+            return have in (want, DYN)
+
+        if not fits(receiver.type, wanted) or not any(
+            len(overload) == len(types) and all(map(fits, types, overload))
+            for overload in overloads
+        ):
+            self.fail(f"no such overload: {receiver.type}.{name}({', '.join(types)})", node.pos)
+        # each reads its whole receiver (join: each element), as contains does, and its
+        # string arguments (replace copies its new string up to once per character)
+        self.repeated(node.target, receiver, 1, deep=wanted == LIST)
+        for arg_node, arg in zip(node.args, args, strict=True):
+            if arg.type in (STRING, LIST, DYN):
+                self.repeated(arg_node, arg, 1)
+        return _Code(_call(f"_x_{name}", receiver.expr, *(arg.expr for arg in args)), result)
+
+    def namespaced(self, node: _Call, args: list[_Code]) -> _Code:
+        """``math.greatest``, ``math.least`` (numbers, or one list) and ``strings.quote``."""
+        name = node.name
+        types = [arg.type for arg in args]
+        helper = "_x_" + name.replace(".", "_")
+        if name == "strings.quote":
+            if types not in ([STRING], [DYN]):
+                self.fail(f"no such overload: {name}({', '.join(types)})", node.pos)
+            return _Code(_call(helper, args[0].expr), STRING)
+        if not args:
+            self.fail(f"{name}() requires at least one argument", node.pos)
+        single_list = len(types) == 1 and types[0] == LIST
+        if not single_list and any(t not in _NUMERIC and t != DYN for t in types):
+            self.fail(f"no such overload: {name}({', '.join(types)})", node.pos)
+        result = types[0] if len(set(types)) == 1 and types[0] in _NUMERIC else DYN
+        return _Code(_call(helper, *(arg.expr for arg in args)), result)
 
     def has(self, node: _Call, arg: _Node) -> _Code:
         if not isinstance(arg, _Select):
@@ -270,10 +317,11 @@ class _Calls(_Emitter):
             return [loop([ast.If(test=negated, body=[returns(False)], orelse=[])]), returns(True)]
         if name == "exists":
             return [loop([ast.If(test=test, body=[returns(True)], orelse=[])]), returns(False)]
+        # exists_one evaluates every element, as CEL's expansion of it does: an error after the
+        # second true element is still the result (``count += 1`` for each true one).
         count = self.fresh("_n")
-        second = ast.If(test=_load(count), body=[returns(False)], orelse=[])
-        first = ast.Assign(targets=[_store(count)], value=_const(1))
-        found = ast.If(test=test, body=[second, first], orelse=[])
+        add = ast.AugAssign(target=_store(count), op=ast.Add(), value=_const(1))
+        found = ast.If(test=test, body=[add], orelse=[])
         initial = ast.Assign(targets=[_store(count)], value=_const(0))
         result = ast.Return(value=_compare(_load(count), ast.Eq(), _const(1)))
         return [initial, loop([found]), result]

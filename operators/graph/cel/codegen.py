@@ -216,7 +216,7 @@ class _Compiler(_Calls, _Operators):
         container, index = self.expr(node.operand), self.expr(node.index)
         ct, it = container.type, index.type
         valid = (
-            (ct == LIST and it in (INT, UINT, DYN))
+            (ct == LIST and it in (INT, UINT, DOUBLE, DYN))
             or (ct == MAP and it not in (LIST, MAP, NULL))
             or (ct == DYN and it not in (LIST, MAP, NULL))
         )

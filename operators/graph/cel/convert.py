@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import re
 from decimal import Decimal
+from typing import Final
 
 from operators.graph.cel.core import EvaluationError
 from operators.graph.cel.types import INT64_MAX, INT64_MIN, UINT64_MAX, _type_name
@@ -24,7 +25,8 @@ def _to_int(value: object) -> int:
         result = value
     elif kind is float:
         assert isinstance(value, float)
-        if not -(2.0**63) <= value < 2.0**63:
+        # as cel-go: -2**63 itself is out of range (the spec's conversions/double_int_min_range)
+        if not -(2.0**63) < value < 2.0**63:
             raise EvaluationError(f"int() out of range: {_to_string(value)}")
         result = int(value)
     elif kind is str:
@@ -59,6 +61,27 @@ def _to_uint(value: object) -> int:
     if not 0 <= result <= UINT64_MAX:
         raise EvaluationError(f"uint() out of range: {value}")
     return result
+
+
+_BOOL_TEXT: Final = {
+    **dict.fromkeys(("1", "t", "T", "true", "TRUE", "True"), True),
+    **dict.fromkeys(("0", "f", "F", "false", "FALSE", "False"), False),
+}
+"""The strings ``bool()`` takes (Go's ``strconv.ParseBool``, as cel-go)."""
+
+
+def _to_bool(value: object) -> bool:
+    kind = type(value)
+    if kind is bool:
+        assert isinstance(value, bool)
+        return value
+    if kind is str:
+        assert isinstance(value, str)
+        result = _BOOL_TEXT.get(value)
+        if result is None:
+            raise EvaluationError(f"bool() cannot convert the string {value!r}")
+        return result
+    raise EvaluationError(f"no such overload: bool({_type_name(value)})")
 
 
 def _to_double(value: object) -> float:

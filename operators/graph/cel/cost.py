@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from operators.graph.cel.codegen import _Compiler
+from operators.graph.cel.extensions import MAX_PRECISION as _MAX_PRECISION
 from operators.graph.cel.regex import _REGEX_COST_DIVISOR
 from operators.graph.cel.syntax import (
     _Binary,
@@ -21,7 +22,16 @@ from operators.graph.cel.syntax import (
     _Node,
     _Select,
 )
-from operators.graph.cel.types import _ARITHMETIC, _MACROS, _SCALARS, DYN, LIST, STRING
+from operators.graph.cel.types import (
+    _ARITHMETIC,
+    _EXTENSION_METHODS,
+    _MACROS,
+    _NAMESPACED,
+    _SCALARS,
+    DYN,
+    LIST,
+    STRING,
+)
 
 _Monomial = tuple[str, ...]
 
@@ -209,6 +219,13 @@ class _Estimator:
                 return _Estimate(self.estimate(node.args[0].operand).cost + 1, _SMALL)
             if name == "matches":
                 return self.matches(node.args[0], node.args[1])
+            if name in _NAMESPACED:
+                args = [self.estimate(arg) for arg in node.args]
+                cost = sum((arg.cost for arg in args), _Poly.of(1))
+                if name == "strings.quote":  # each character escaped at most into two
+                    size = args[0].size * 2 + 2
+                    return _Estimate(cost + self.characters(size), size)
+                return _Estimate(cost + sum((arg.size for arg in args), _Poly.of(0)), _SMALL)
             return self.function(name, node.args[0])
         if name in _MACROS:
             return self.macro(node)
@@ -221,10 +238,33 @@ class _Estimator:
         cost = sum((arg.cost for arg in args), receiver.cost + 1)
         if name in ("lower", "upper"):  # a character's upper case may be three
             return _Estimate(cost + self.characters(receiver.size), receiver.size * 3)
+        if name in _EXTENSION_METHODS:
+            return self.extension(name, cost, receiver, args)
         if name == "contains":
             return _Estimate(cost + self.characters(receiver.size), _SMALL)
         read = self.least(receiver.size, args[0].size)  # startsWith, endsWith
         return _Estimate(cost + self.characters(read), _SMALL)
+
+    def extension(
+        self, name: str, cost: _Poly, receiver: _Estimate, args: list[_Estimate]
+    ) -> _Estimate:
+        """A method of the strings extension: reads its receiver, makes a string (or list).
+
+        The size of what it makes is bounded as each says.
+        """
+        size = receiver.size
+        if name == "replace":  # the new string at most once per character, and once more
+            size = receiver.size + (receiver.size + 1) * args[1].size
+        elif name == "split":  # a list of up to one (empty) string per character, and one
+            size = receiver.size * 2 + 2
+        elif name == "join":  # the elements, with a separator between two
+            size = receiver.size * ((args[0].size if args else _Poly.of(0)) + 1)
+        elif name == "format":  # each argument's text (a character's %x is 8 digits), once,
+            # and a number's (up to MAX_PRECISION digits) per clause of the template
+            size = receiver.size * (_MAX_PRECISION + 2) + args[0].size * 8
+        elif name in ("charAt", "indexOf", "lastIndexOf"):
+            size = _SMALL
+        return _Estimate(cost + self.characters(receiver.size + size), size)
 
     def function(self, name: str, node: _Node) -> _Estimate:
         arg = self.estimate(node)

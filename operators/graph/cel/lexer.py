@@ -64,6 +64,8 @@ _OPERATORS: Final = tuple(
 """Two-character operators first, so that ``<=`` is not lexed as ``<`` then ``=``."""
 _SPACE = re.compile(r"(?:[ \t\n\r\f]+|//[^\r\n]*)+")
 _WORD = re.compile(r"[_a-zA-Z][_a-zA-Z0-9]*")
+_QUOTED_NAME = re.compile(r"`([_a-zA-Z0-9.\-/ ]+)`")
+"""The spec's ESCAPED_IDENT: a field name in backquotes."""
 _NUMBER = re.compile(
     r"0[xX][0-9a-fA-F]+[uU]?"
     r"|(?:[0-9]+\.[0-9]+|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
@@ -94,8 +96,8 @@ _DIGITS = frozenset("0123456789")
 @dataclass(frozen=True, slots=True)
 class _Token:
     kind: str
-    """``int``, ``uint``, ``double``, ``string``, ``bool``, ``null``, ``ident``, ``op`` or
-    ``eof``."""
+    """``int``, ``uint``, ``double``, ``string``, ``bool``, ``null``, ``ident``, ``reserved`` (a
+    reserved word), ``quoted`` (a backquoted name), ``op`` or ``eof``."""
     text: str
     value: object
     pos: int
@@ -132,6 +134,11 @@ class _Lexer:
                     token, i = self.word(text, i), word.end()
             elif char in "\"'":
                 token, i = self.string(i, i, raw=False)
+            elif char == "`":  # a backquoted field name: m.`a/b`
+                quoted = _QUOTED_NAME.match(source, i)
+                if quoted is None:
+                    self.fail("invalid backquoted name", i)
+                token, i = _Token("quoted", quoted.group(), quoted.group(1), i), quoted.end()
             else:
                 for op in _OPERATORS:
                     if source.startswith(op, i):
@@ -148,8 +155,8 @@ class _Lexer:
             return _Token("null", text, None, pos)
         if text == "in":
             return _Token("op", text, text, pos)
-        if text in _RESERVED:
-            self.fail(f"reserved word {text!r} cannot be used as an identifier", pos)
+        if text in _RESERVED:  # only a field or method name (the parser says)
+            return _Token("reserved", text, text, pos)
         return _Token("ident", text, text, pos)
 
     def number(self, pos: int) -> tuple[_Token, int]:

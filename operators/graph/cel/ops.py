@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import copy
 from typing import NoReturn
 
 from operators.graph.cel.emit import (
@@ -176,7 +177,14 @@ class _Operators(_Emitter):
         if DYN not in (ta, tb):
             if not ((ta in _NUMERIC and tb in _NUMERIC) or (ta == tb and ta in (STRING, BOOL))):
                 self.overload_error(node, ta, tb)
-            return _Code(_compare(a.expr, cmpop(), b.expr), BOOL)
+            left, right = a.expr, b.expr
+            if DOUBLE in (ta, tb) and ta != tb:  # an int and a double compare as doubles
+                left, right = (
+                    (_call("_float", left), right)
+                    if tb == DOUBLE
+                    else (left, _call("_float", right))
+                )
+            return _Code(_compare(left, cmpop(), right), BOOL)
         if ta == tb:
             first_a, ref_a = self.bind(a.expr)
             first_b, ref_b = self.bind(b.expr)
@@ -195,10 +203,16 @@ class _Operators(_Emitter):
             return _Code(_compare(a.expr, cmpop(), b.expr), BOOL)
         first, ref = self.bind((a if dyn_left else b).expr)
         left, right = (ref(), b.expr) if dyn_left else (a.expr, ref())
-        is_bool: ast.cmpop = ast.Is() if static == BOOL else ast.IsNot()
-        guard = _compare(_type_of(first), is_bool, _load("_bool"))
-        fail = _call("_fail", _const(op), ref(), _const(static), _const(dyn_left))
-        return _Code(_if(guard, _compare(left, cmpop(), right), fail), BOOL)
+        if static == BOOL:
+            guard = _compare(_type_of(first), ast.Is(), _load("_bool"))
+            fail = _call("_fail", _const(op), ref(), _const(static), _const(dyn_left))
+            return _Code(_if(guard, _compare(left, cmpop(), right), fail), BOOL)
+        # a number of the static one's Python type compares at once; anything else (an int
+        # and a double compare as doubles, a value of another type fails) through _order
+        guard = _compare(_type_of(first), ast.Is(), _load("_float" if static == DOUBLE else "_int"))
+        operands = (ref(), b.expr) if dyn_left else (a.expr, ref())
+        slow = _call("_order", _const(op), *copy.deepcopy(operands))
+        return _Code(_if(guard, _compare(left, cmpop(), right), slow), BOOL)
 
     def equality(self, node: _Binary, a: _Code, b: _Code) -> _Code:
         op, ta, tb = node.op, a.type, b.type

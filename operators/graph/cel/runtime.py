@@ -11,8 +11,9 @@ import re
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Any, Final, NoReturn, cast
 
-from operators.graph.cel.convert import _to_double, _to_int, _to_string, _to_uint
+from operators.graph.cel.convert import _to_bool, _to_double, _to_int, _to_string, _to_uint
 from operators.graph.cel.core import EvaluationError
+from operators.graph.cel.extensions import EXTENSIONS
 from operators.graph.cel.regex import (
     _search,
     _search_counted,
@@ -194,8 +195,11 @@ _ORDER_OPS: Final[dict[str, Callable[[Any, Any], bool]]] = {
 def _order(op: str, a: object, b: object) -> bool:
     """``a op b`` for ``< <= > >=`` on operands of types known only when evaluated."""
     ta, tb = type(a), type(b)
-    numbers = (ta is int or ta is float) and (tb is int or tb is float)
-    if numbers or (ta is tb and ta in (str, bool)):
+    if ta is not tb and (ta is int or ta is float) and (tb is int or tb is float):
+        # an int (or uint) and a double compare as doubles, as cel-go and the spec's cases do
+        # (``9223372036854775807 < 9223372036854775808.0`` is false)
+        return _ORDER_OPS[op](float(a), float(b))  # type: ignore[arg-type]
+    if ta is tb and ta in (int, float, str, bool):
         return _ORDER_OPS[op](a, b)
     _no_overload(op, _type_name(a), _type_name(b))
 
@@ -241,6 +245,11 @@ def _in(value: object, container: object) -> bool:
 def _index(container: object, key: object) -> object:
     """``container[key]``: a list by a non-negative int, or a map by a key."""
     if isinstance(container, list | tuple):
+        if type(key) is float:  # a whole double indexes a list (as cel-go does)
+            assert isinstance(key, float)
+            if not key.is_integer():
+                raise EvaluationError(f"invalid list index: {key} is not a whole number")
+            key = int(key)
         if type(key) is not int:
             raise EvaluationError(f"no such overload: list[{_type_name(key)}]")
         assert isinstance(key, int)
@@ -385,4 +394,6 @@ _RUNTIME: Final[dict[str, object]] = {
     "_to_uint": _to_uint,
     "_to_double": _to_double,
     "_to_string": _to_string,
+    "_to_bool": _to_bool,
+    **EXTENSIONS,
 }

@@ -10,6 +10,7 @@ from operators.graph.cel.core import ExpressionError
 from operators.graph.cel.lexer import _Token
 from operators.graph.cel.types import (
     _MACROS,
+    _NAMESPACED,
     BOOL,
     DOUBLE,
     INT,
@@ -318,10 +319,17 @@ class _Parser:
             if token.text == ".":
                 self.advance()
                 name = self.advance()
-                if name.kind != "ident":
+                # A field or method name may be a reserved word (the spec's SELECTOR), not
+                # true, false, null or in.
+                if name.kind not in ("ident", "reserved", "quoted"):
                     self.unexpected(name)
                 assert isinstance(name.value, str)
-                if self.at("("):
+                if name.kind == "quoted" and self.at("("):
+                    self.fail("a backquoted name cannot be a method's", name.pos)
+                qualified = f"{node.name}.{name.value}" if isinstance(node, _Ident) else ""
+                if self.at("(") and qualified in _NAMESPACED:  # math.greatest(...)
+                    node = self.make(_Call(node.pos, qualified, None, self.arguments()))
+                elif self.at("("):
                     node = self.make(_Call(name.pos, name.value, node, self.arguments()))
                 else:
                     node = self.make(_Select(name.pos, node, name.value))
@@ -363,6 +371,8 @@ class _Parser:
             if self.at("("):
                 return self.make(_Call(token.pos, token.value, None, self.arguments()))
             return self.make(_Ident(token.pos, token.value))
+        if kind == "reserved":
+            self.fail(f"reserved word {token.text!r} cannot be used as an identifier", token.pos)
         if kind == "op" and token.text == "(":
             self.enter(token.pos)
             node = self.expr()

@@ -59,7 +59,15 @@ _PY_CMPOP: Final[dict[str, Callable[[], ast.cmpop]]] = {
 }
 
 
-_FUNCTIONS: Final = {"size": 1, "int": 1, "uint": 1, "double": 1, "string": 1, "dyn": 1}
+_FUNCTIONS: Final = {
+    "size": 1,
+    "int": 1,
+    "uint": 1,
+    "double": 1,
+    "string": 1,
+    "bool": 1,
+    "dyn": 1,
+}
 _METHODS: Final = {
     "size": 0,
     "startsWith": 1,
@@ -69,6 +77,24 @@ _METHODS: Final = {
     "lower": 0,
     "upper": 0,
 }
+_EXTENSION_METHODS: Final[dict[str, tuple[str, tuple[tuple[str, ...], ...], str]]] = {
+    # The strings extension (cel-go's ext/strings.go): name: (the receiver's type, the
+    # argument types of each overload, the result type).
+    "charAt": ("string", (("int",),), "string"),
+    "indexOf": ("string", (("string",), ("string", "int")), "int"),
+    "lastIndexOf": ("string", (("string",), ("string", "int")), "int"),
+    "lowerAscii": ("string", ((),), "string"),
+    "upperAscii": ("string", ((),), "string"),
+    "trim": ("string", ((),), "string"),
+    "reverse": ("string", ((),), "string"),
+    "replace": ("string", (("string", "string"), ("string", "string", "int")), "string"),
+    "split": ("string", (("string",), ("string", "int")), "list"),
+    "substring": ("string", (("int",), ("int", "int")), "string"),
+    "join": ("list", ((), ("string",)), "string"),
+    "format": ("string", (("list",),), "string"),
+}
+_NAMESPACED: Final = frozenset({"math.greatest", "math.least", "strings.quote"})
+"""Functions with a qualified name (``math.greatest(1, 2)``), parsed as one name."""
 _MACROS: Final = {"all": (2,), "exists": (2,), "exists_one": (2,), "map": (2, 3), "filter": (2,)}
 _CONVERSIONS: Final = {
     # name: (result type, the argument types it accepts)
@@ -76,6 +102,7 @@ _CONVERSIONS: Final = {
     "uint": (UINT, frozenset({INT, UINT, DOUBLE, STRING, DYN})),
     "double": (DOUBLE, frozenset({INT, UINT, DOUBLE, STRING, DYN})),
     "string": (STRING, frozenset({INT, UINT, DOUBLE, STRING, BOOL, DYN})),
+    "bool": (BOOL, frozenset({BOOL, STRING, DYN})),
 }
 
 

@@ -31,7 +31,7 @@ from operators.graph.cel.syntax import (
     _Select,
     _Unary,
 )
-from operators.graph.cel.types import _MACROS
+from operators.graph.cel.types import _EXTENSION_METHODS, _MACROS, _NAMESPACED
 from operators.graph.cel.types import DOUBLE as STATIC_DOUBLE
 from operators.graph.cel.types import INT as STATIC_INT
 from operators.graph.cel.types import NULL as STATIC_NULL
@@ -199,6 +199,10 @@ class Builder:
                 return _has(self.node(args[0].operand), args[0].name)
             if name == "matches":
                 return self.matches(self.node(args[0]), args[1])
+            if name in _NAMESPACED:
+                raise NotVectorizedError(f"the function {name}")
+            if name == "bool":
+                raise NotVectorizedError("the conversion bool()")
             argument = self.node(args[0])
             return self.function(name, argument)
         if name in _MACROS:
@@ -210,6 +214,8 @@ class Builder:
             return self.matches(receiver, args[0])
         if name in ("lower", "upper"):
             return text.case(name, receiver)
+        if name in _EXTENSION_METHODS:
+            return text.extension(name, receiver, [self.node(arg) for arg in args])
         return text.substring(name, receiver, self.node(args[0]))
 
     def macro(self, node: _Call) -> Compiled:

@@ -5,8 +5,10 @@
   ``null`` equals ``null`` only.
 * Ordering compares numbers across kinds, strings by code point (UTF-8's byte order is code
   point order) and bools; anything else, and a null, fails the row.
-* Ints and doubles compare exactly, as the row backend (Python) does: Arrow would cast the
-  int to a double, and ``2**53 + 1 == 2.0**53`` would be true. Where the ints are within
+* An int and a double order as doubles (Arrow's cast, the row backend's and cel-go's:
+  ``9223372036854775807 < 9223372036854775808.0`` is false), but are equal only if exactly
+  so, as in the row backend: Arrow would cast the int to a double, and
+  ``2**53 + 1 == 2.0**53`` would be true. Where the ints are within
   ``±2**53`` (one ``min_max`` pass says so) the cast is exact; else the rows beyond it compare
   with the double's floor or ceiling as an int (see :func:`_int_vs_double`).
 """
@@ -91,7 +93,7 @@ def ordering(op: str, a: Compiled, b: Compiled) -> Compiled:
 def equality(op: str, a: Compiled, b: Compiled) -> Compiled:
     """``a == b`` or ``a != b``: heterogeneous equality (see the module)."""
     equal = _equality(a, b)
-    if op == "==":
+    if op == "==" or equal is FAILING:  # (failing rows have null values, of no type to invert)
         return equal
     inner = equal.run
     return Compiled(BOOL_SHAPE, lambda env: _inverted(inner(env)))
@@ -242,6 +244,8 @@ def _int_vs_double(op: str, x: Datum, y: Datum, unsigned: bool) -> Datum:
     ceil(y) == x``.
     """
     simple = _KERNELS[op](pc.cast(x, FLOAT64, safe=False), y)
+    if op not in ("==", "!="):  # ordered as doubles (see the module)
+        return simple
     span = bounds(x)
     if span is None or (span[0] >= -_EXACT_DOUBLE and span[1] <= _EXACT_DOUBLE):
         return simple

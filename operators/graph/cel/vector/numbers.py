@@ -21,6 +21,7 @@ row backend does with such values has no vector form here (see :func:`arithmetic
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Final
 
@@ -302,7 +303,8 @@ def _int_range(kind: str) -> Callable[[Datum], Datum] | None:
         # it to int64 to compare it with an int64 one, and fail on the values beyond)
         return lambda x: pc.greater(x, _INT64_MAX_U)
     if kind == DOUBLE:  # NaN is in no range
-        return lambda x: pc.invert(_within(x, -(2.0**63), 2.0**63))
+        # -2**63 itself is out of range, as in the row backend (and cel-go)
+        return lambda x: pc.invert(_within(x, math.nextafter(-(2.0**63), 0.0), 2.0**63))
     return None
 
 

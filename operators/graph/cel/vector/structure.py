@@ -13,6 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from operators.graph.cel.vector.values import (
+    DOUBLE,
     ERROR,
     FAILING,
     INT,
@@ -77,6 +78,8 @@ def element(container: Compiled, index: Compiled) -> Compiled:
     kind, index_kind = container.shape.kind, index.shape.kind
     if OPAQUE in (kind, index_kind):
         raise NotVectorizedError("indexing a value of an Arrow type CEL has no operation on")
+    if kind == LIST and index_kind == DOUBLE:
+        raise NotVectorizedError("a list indexed by a double")
     if kind != LIST or index_kind not in (INT, UINT):
         return FAILING  # no such overload: list[double], string[int]...
     shape = element_shape(container.shape)

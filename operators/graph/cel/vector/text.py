@@ -10,6 +10,10 @@ r"""String functions on columns, and ``size``.
 * ``lower`` and ``upper`` map ASCII with Arrow's ASCII kernels; a batch with other
   characters maps each distinct string with Python's ``str.lower``/``str.upper`` (the row
   backend's, whose Unicode mapping Arrow's ``utf8_*`` kernels do not follow: ``"İ".lower()``).
+* of the strings extension, ``lowerAscii`` and ``upperAscii`` are Arrow's ASCII kernels (which
+  leave other characters alone, as cel-go does), and ``replace`` with literal strings (the
+  searched one not empty) and a literal limit is ``replace_substring``; the others have no
+  vector form (indices counted in code points, Go's space and split rules), and run by rows.
 """
 
 from __future__ import annotations
@@ -139,6 +143,39 @@ def case(name: str, a: Compiled) -> Compiled:
         return Vec(by_distinct(values, python, pa.string()).values, strict(x))
 
     return Compiled(Shape(STRING, pa.string()), run)
+
+
+def extension(name: str, a: Compiled, args: list[Compiled]) -> Compiled:
+    """A method of the strings extension (see the module)."""
+    if a.shape.kind == OPAQUE:
+        raise NotVectorizedError(f"{name}() on a value of Arrow type {a.shape.type}")
+    if name in ("lowerAscii", "upperAscii"):
+        kernel: Callable[..., Datum] = pc.ascii_lower if name == "lowerAscii" else pc.ascii_upper
+        options: dict[str, object] = {}
+    elif name == "replace" and _literal_replace(args):
+        kernel = pc.replace_substring
+        limit = args[2].literal if len(args) == 3 else -1
+        options = {"pattern": args[0].literal, "replacement": args[1].literal}
+        if isinstance(limit, int) and limit >= 0:
+            options["max_replacements"] = limit
+    else:
+        raise NotVectorizedError(f"the strings extension's {name}()")
+    if a.shape.kind != STRING:
+        return FAILING
+    operand = a.run
+
+    def run(env: Env) -> Vec:
+        x = operand(env)
+        return Vec(_scalar_safe(kernel, x.values, **options), strict(x))
+
+    return Compiled(Shape(STRING, pa.string()), run)
+
+
+def _literal_replace(args: list[Compiled]) -> bool:
+    """Whether ``replace`` takes literal strings (the first not empty) and a literal limit."""
+    old, new = args[0].literal, args[1].literal
+    limit = args[2].literal if len(args) == 3 else -1
+    return isinstance(old, str) and old != "" and isinstance(new, str) and type(limit) is int
 
 
 def _scalar_safe(kernel: Callable[..., Datum], values: Datum, **options: object) -> Datum:
