@@ -255,6 +255,24 @@ async def test_aggregate_key_and_fold_failures_at_one_time() -> None:
     assert result.last == {"n": "no such overload: size(null_type)"}
 
 
+async def test_aggregate_whose_every_key_fails_in_a_batch() -> None:
+    """Found by the property test: every key of a batch failed, then the fold (a constant that
+    always fails) was given no record, and its mask of no row raised an IndexError."""
+    document = through(
+        {
+            "op": "aggregate",
+            "key": "r.j % 0",
+            "init": "0",
+            "fold": "acc + (1 + 9223372036854775807) % 1000",
+        },
+        {"j": "int64"},
+    )
+    result = await both(document, {"in": [(0, [{"j": 1}, {"j": 2}])]})
+    assert result.outputs.get("out", {}) == {}
+    assert result.counts == {"n": 2}
+    assert result.last == {"n": "modulus by zero"}
+
+
 ACCUMULATE = {"op": "accumulate", "init": "0", "fold": "acc + 100 / r.w"}
 
 

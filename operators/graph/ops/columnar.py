@@ -47,6 +47,8 @@ def failures(
     import pyarrow.compute as pc
 
     rows = pc.indices_nonzero(failed)
+    if not len(rows):  # a mask of no row (an empty batch): nothing failed
+        return
     if node.policy == "fail":
         message = vector.messages(columns, rows[:1], check)[0]
         raise EvaluationError(f"node {node.name!r}: {message or 'the expression failed'}")
@@ -243,6 +245,8 @@ def _aggregate(node: NodeBuilder, plan: OnColumns, record: pa.DataType) -> list[
         if failed is not None:
             records = Columns(_kept(records.array, failed))
             keys = _kept(keys, failed)
+            if not len(records):
+                return None  # every key failed: no record reaches the fold
         values = _added(node, fold, records)
         return _sent(pa.StructArray.from_arrays([_one_zero(keys), values], ["key", "value"]))
 

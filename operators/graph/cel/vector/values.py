@@ -238,7 +238,7 @@ def as_mask(errors: Datum | None, length: int) -> pa.Array | None:
     if errors is None:
         return None
     if isinstance(errors, pa.Scalar):
-        return pa.repeat(pa.scalar(True), length) if errors.as_py() else None
+        return pa.repeat(pa.scalar(True), length) if errors.as_py() and length else None
     errors = pc.fill_null(errors, False) if errors.null_count else errors
     return errors if pc.any(errors).as_py() else None
 
