@@ -658,6 +658,7 @@
     stop();
     const generation = state.generation;
     stats.dataflow = null;
+    document.title = "Frontier: dataflows";
     $("explanation").replaceChildren();
     $("location").value = "";
     try {
@@ -666,7 +667,10 @@
       if (generation !== state.generation) return;
       const model = buildModel(description);
       state.dataflow = model;
-      $("title").textContent = description.name || description.id;
+      const name = description.name || description.id;
+      $("title").textContent = name;
+      $("title").title = description.id;
+      document.title = `${name} · Frontier`;
       for (const button of document.querySelectorAll("#dataflows button")) {
         button.setAttribute("aria-current", String(button.dataset.id === id));
       }

@@ -363,3 +363,25 @@ def test_the_page_asks_for_a_token_and_keeps_it(
         assert console_errors(browser) == []
         quoted = quote(dataflow)
         assert browser.execute_script("return location.hash") == f"#{quoted}"
+
+
+def test_the_page_shows_the_dataflows_name_and_its_operators_names(
+    server: Server, browser: Any, screenshot: Callable[[str], Path]
+) -> None:
+    from selenium.webdriver.common.by import By
+
+    spec = {**LOOP, "name": "numbers around a loop"}
+    dataflow = call(server, "POST", "/v1/dataflows", spec)["id"]
+    assert call(server, "GET", f"/v1/dataflows/{dataflow}")["name"] == "numbers around a loop"
+    open_page(browser, server, dataflow, set(LOOP["graph"]["nodes"]))  # type: ignore[call-overload]
+    # The dataflow's name, not its id, in the view's heading and in the window's title.
+    assert browser.find_element(By.ID, "title").text == "numbers around a loop"
+    assert browser.title == "numbers around a loop · Frontier"
+    # Each operator's box is headed by its name.
+    heads = browser.execute_script(
+        "return Object.fromEntries([...document.querySelectorAll('#graph .node')]"
+        ".map(n => [n.dataset.node, n.querySelector('text.name').textContent]))"
+    )
+    assert heads == {name: name for name in LOOP["graph"]["nodes"]}  # type: ignore[call-overload]
+    screenshot("named")
+    assert console_errors(browser) == []
