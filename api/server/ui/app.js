@@ -12,6 +12,7 @@
   const NODE_WIDTH = 200;
   const LINE = 14;
   const HEAD = 52;
+  const PAD = 8; // the text's inset from a box's left and right edges
   const SVG_NS = "http://www.w3.org/2000/svg";
 
   // What the tests (and anyone curious) can read: how often the page drew and laid out.
@@ -294,9 +295,9 @@
     const body = s("rect", { class: "body", width: laid.width, height: laid.height, rx: 5 });
     body.addEventListener("click", () => select(node.name));
     g.append(body);
-    g.append(s("text", { class: "name", x: 8, y: 16 }, node.name));
-    g.append(s("text", { class: "op", x: 8, y: 30 }, node.scope ? `${node.op} · in ${node.scope}` : node.op));
-    const counts = s("text", { class: "counts", x: 8, y: 45 }, "in – · out –");
+    g.append(s("text", { class: "name", x: PAD, y: 16 }, node.name));
+    g.append(s("text", { class: "op", x: PAD, y: 30 }, node.scope ? `${node.op} · in ${node.scope}` : node.op));
+    const counts = s("text", { class: "counts", x: PAD, y: 45 }, "in – · out –");
     state.countEls.set(node.name, counts);
     g.append(counts);
     frontierLines(node).forEach((line, index) => {
@@ -309,7 +310,7 @@
         event.stopPropagation();
         select(hit.dataset.location);
       });
-      const text = s("text", { class: "frontier", x: 8, y: top + 11, dataset: { location: line.location } },
+      const text = s("text", { class: "frontier", x: PAD, y: top + 11, dataset: { location: line.location } },
         `${line.label} ▸ …`);
       text.dataset.label = line.label;
       register(state.liveEls, line.location, text);
@@ -356,12 +357,18 @@
     stats.draws += 1;
     const dirty = state.dirty;
     state.dirty = new Set();
+    const counted = []; // counts' texts rewritten: measured after all the writes, then fitted
     for (const key of dirty) {
       if (key.startsWith("counts:")) {
         const node = key.slice(7);
         const el = state.countEls.get(node);
         const c = state.counts.get(node);
-        if (el && c) el.textContent = `in ${c.in} (${rate(c.inRate)}) · out ${c.out} (${rate(c.outRate)})`;
+        if (el && c) {
+          el.textContent = `in ${compact(c.in)} (${rate(c.inRate)}) · out ${compact(c.out)} (${rate(c.outRate)})`;
+          el.removeAttribute("textLength");
+          el.removeAttribute("lengthAdjust");
+          counted.push(el);
+        }
         continue;
       }
       const text = state.frontiers.get(key);
@@ -375,9 +382,33 @@
         el.dataset.frontier = text;
       }
     }
+    fitCounts(counted);
   }
 
-  const rate = (perSecond) => (perSecond === null ? "–/s" : `${perSecond.toFixed(1)}/s`);
+  // A counts line never runs out of its box: if it is wider than the room left of the box's
+  // padding, its glyphs are squeezed to that width (all the reads before any write).
+  function fitCounts(elements) {
+    const room = NODE_WIDTH - 2 * PAD;
+    const wide = elements.filter((el) => el.getComputedTextLength() > room);
+    for (const el of wide) {
+      el.setAttribute("textLength", room);
+      el.setAttribute("lengthAdjust", "spacingAndGlyphs");
+    }
+  }
+
+  // 3 significant figures at most past a thousand: 950, 96.2k, 6.2M, 1.4G; a fraction keeps a
+  // decimal below 100 when asked (a rate: 8.8/s).
+  function compact(n, fraction = false) {
+    const a = Math.abs(n);
+    if (a < 999.5) return fraction && a < 99.95 && !Number.isInteger(n) ? n.toFixed(1) : String(Math.round(n));
+    for (const [size, unit] of [[1e3, "k"], [1e6, "M"], [1e9, "G"], [1e12, "T"]]) {
+      const v = n / size;
+      if (Math.abs(v) < 999.5 || unit === "T") return `${Math.abs(v) < 99.95 ? v.toFixed(1) : Math.round(v)}${unit}`;
+    }
+    return String(n);
+  }
+
+  const rate = (perSecond) => (perSecond === null ? "–/s" : `${compact(perSecond, true)}/s`);
 
   // ------------------------------------------------------------------ live data
 
@@ -481,7 +512,7 @@
     state.panelEls = new Map();
     const counts = (name, which) => {
       const c = state.counts.get(name);
-      return c ? `${c[which]} (${rate(c[`${which}Rate`])})` : "–";
+      return c ? `${compact(c[which])} (${rate(c[`${which}Rate`])})` : "–";
     };
     $("inputs").replaceChildren(...inputs.map((input) => h("div", { class: "panel", dataset: { input: input.input } },
       h("h3", {}, input.input, input.closed ? " (closed)" : ""),
@@ -495,7 +526,7 @@
     $("outputs").replaceChildren(...outputs.map((output) => h("div", { class: "panel", dataset: { output: output.output } },
       h("h3", {}, output.output),
       h("div", {}, "frontier ", liveFrontier(`output:${output.output}`)),
-      h("div", {}, `records out ${counts(output.output, "out")}, ${output.retained} retained`),
+      h("div", {}, `records out ${counts(output.output, "out")}, ${compact(output.retained)} retained`),
       h("div", { class: "subscribers" }, `subscribers: ${output.subscribers.length}`),
       output.subscribers.length ? h("ul", {}, output.subscribers.map((sub) => h("li", {},
         `${sub.queued} queued, resume at `, h("code", {}, frontierText(sub.resume))))) : null,

@@ -11,6 +11,7 @@ keeps it for the browser's session.
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 import urllib.error
@@ -385,3 +386,80 @@ def test_the_page_shows_the_dataflows_name_and_its_operators_names(
     assert heads == {name: name for name in LOOP["graph"]["nodes"]}  # type: ignore[call-overload]
     screenshot("named")
     assert console_errors(browser) == []
+
+
+CHAIN3 = {
+    "name": "chain",
+    "graph": {
+        "nodes": {
+            "src": {"op": "input"},
+            "double": {"op": "map", "expr": "r * 2"},
+            "sink": {"op": "output"},
+        },
+        "edges": [["src", "double"], ["double", "sink"]],
+    },
+}
+"""An input, a map and an output: three boxes in a row."""
+
+BIG = 250_000
+
+
+def box_overflow(browser: Any, node: str) -> Any:
+    """How far the counts text of ``node`` sticks out of its box's left and right edges."""
+    return browser.execute_script(
+        'const g = document.querySelector(`#graph [data-node="${arguments[0]}"]`);'
+        "const box = g.querySelector('rect.body').getBBox();"
+        "const text = g.querySelector('text.counts').getBBox();"
+        "return {text: g.querySelector('text.counts').textContent,"
+        " left: box.x - text.x, right: text.x + text.width - (box.x + box.width),"
+        " top: box.y - text.y, bottom: text.y + text.height - (box.y + box.height)}",
+        node,
+    )
+
+
+def test_the_counts_stay_inside_their_boxes(
+    server: Server, browser: Any, screenshot: Callable[[str], Path]
+) -> None:
+    dataflow = call(server, "POST", "/v1/dataflows", CHAIN3)["id"]
+    base = f"/v1/dataflows/{dataflow}"
+    session = call(server, "POST", f"{base}/inputs/src/sessions", {"start": 0})["session"]
+    open_page(browser, server, dataflow, set(CHAIN3["graph"]["nodes"]))  # type: ignore[call-overload]
+    wait_for(browser, lambda b: "out 0 " in counts_text(b, "double"), 5, "the first counts")
+    # A quarter of a million records through the map within one poll of the page.
+    chunk = 50_000
+    for seq, start in enumerate(range(0, BIG, chunk), 1):
+        records = [[1, i] for i in range(start, start + chunk)]
+        call(
+            server,
+            "POST",
+            f"{base}/inputs/src/sessions/{session}/push",
+            {"seq": seq, "records": records},
+        )
+    call(server, "POST", f"{base}/inputs/src/sessions/{session}/advance", {"time": 2})
+    # Compact: 250k, and the rates (thousands a second in the poll that saw them arrive).
+    shown = wait_for(
+        browser,
+        lambda b: (
+            (t := counts_text(b, "double")).startswith("in 250k (") and " out 250k (" in t and t
+        ),
+        10,
+        "the big counts, compact",
+    )
+    rate = r"\((\d+(\.\d)?[kM]?|\u2013)/s\)"  # or an en dash: no rate yet
+    assert re.fullmatch(rf"in 250k {rate} · out 250k {rate}", shown), shown
+    for node in ("src", "double", "sink"):
+        overflow = box_overflow(browser, node)
+        assert (
+            max(overflow["left"], overflow["right"], overflow["top"], overflow["bottom"]) <= 0.5
+        ), overflow
+    screenshot("big-counts")
+    assert console_errors(browser) == []
+
+
+def counts_text(browser: Any, node: str) -> str:
+    text = browser.execute_script(
+        'const el = document.querySelector(`#graph [data-node="${arguments[0]}"] text.counts`);'
+        "return el ? el.textContent : ''",
+        node,
+    )
+    return str(text)
