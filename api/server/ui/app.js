@@ -13,6 +13,9 @@
   const LINE = 14;
   const HEAD = 52;
   const PAD = 8; // the text's inset from a box's left and right edges
+  const MIN_LABEL_PX = 10; // the smallest a label is drawn at "fit", in screen pixels
+  const SMALLEST_LABEL = 11; // the smallest label's font size in the graph (style.css)
+  const MAX_FIT = 3; // a small graph is enlarged to fill the canvas, up to this
   const SVG_NS = "http://www.w3.org/2000/svg";
 
   // What the tests (and anyone curious) can read: how often the page drew and laid out.
@@ -36,6 +39,7 @@
     countEls: new Map(), // node -> text element
     panelEls: new Map(), // location -> [elements] in the side panels
     zoom: 1,
+    fitted: false, // the zoom is "fit"'s: a resize fits again
     size: { width: 0, height: 0 },
     selected: null,
     pollTimer: 0,
@@ -335,13 +339,18 @@
     svg.setAttribute("height", Math.max(1, Math.round(height * state.zoom)));
   }
 
+  // "fit": the graph scaled to fill the canvas in its tighter dimension, but never so far down
+  // that the smallest label (11px in style.css) is under MIN_LABEL_PX on screen: a graph too
+  // big for that overflows the canvas, which scrolls.
   function fit() {
     const canvas = $("canvas");
     const { width, height } = state.size;
     if (!width || !height) return;
-    state.zoom = Math.min(1.5, (canvas.clientWidth - 4) / width, (canvas.clientHeight - 4) / height);
-    state.zoom = Math.max(0.2, state.zoom);
+    const fill = Math.min((canvas.clientWidth - 4) / width, (canvas.clientHeight - 4) / height);
+    state.zoom = Math.min(MAX_FIT, Math.max(MIN_LABEL_PX / SMALLEST_LABEL, fill));
+    state.fitted = true;
     applyZoom();
+    canvas.scrollTo(0, 0);
   }
 
   function scheduleDraw() {
@@ -743,8 +752,9 @@
     clearHighlight();
     $("explanation").replaceChildren();
   });
-  $("zoom-in").addEventListener("click", () => { state.zoom *= 1.25; applyZoom(); });
-  $("zoom-out").addEventListener("click", () => { state.zoom /= 1.25; applyZoom(); });
+  $("zoom-in").addEventListener("click", () => { state.zoom *= 1.25; state.fitted = false; applyZoom(); });
+  $("zoom-out").addEventListener("click", () => { state.zoom /= 1.25; state.fitted = false; applyZoom(); });
+  window.addEventListener("resize", () => { if (state.fitted) fit(); });
   $("zoom-fit").addEventListener("click", fit);
   window.addEventListener("hashchange", () => {
     const id = decodeURIComponent(location.hash.slice(1));

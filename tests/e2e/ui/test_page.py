@@ -463,3 +463,58 @@ def counts_text(browser: Any, node: str) -> str:
         node,
     )
     return str(text)
+
+
+PAIR = {
+    "name": "pair",
+    "graph": {
+        "nodes": {"src": {"op": "input"}, "sink": {"op": "output"}},
+        "edges": [["src", "sink"]],
+    },
+}
+"""Two boxes: a graph far smaller than the canvas."""
+
+MIN_LABEL_PX = 10
+
+
+def fitted(browser: Any) -> Any:
+    """After "fit": the share of the canvas the graph covers, each way, and the smallest label."""
+    from selenium.webdriver.common.by import By
+
+    browser.find_element(By.ID, "zoom-fit").click()
+    return browser.execute_script(
+        "const canvas = document.getElementById('canvas'), svg = document.getElementById('graph');"
+        "const r = svg.getBoundingClientRect(), c = canvas.getBoundingClientRect();"
+        "const scale = r.width / svg.viewBox.baseVal.width;"
+        "const sizes = [...svg.querySelectorAll('text')]"
+        "  .map(t => parseFloat(getComputedStyle(t).fontSize) * scale);"
+        "return {across: Math.min(r.width, canvas.clientWidth) / canvas.clientWidth,"
+        " down: Math.min(r.height, canvas.clientHeight) / canvas.clientHeight,"
+        " smallest: Math.min(...sizes), texts: sizes.length, canvas: [c.width, c.height]}"
+    )
+
+
+def test_fit_fills_the_canvas_with_readable_labels(
+    server: Server, browser: Any, screenshot: Callable[[str], Path]
+) -> None:
+    # A small graph is enlarged to fill the canvas in one dimension.
+    dataflow = call(server, "POST", "/v1/dataflows", PAIR)["id"]
+    open_page(browser, server, dataflow, {"src", "sink"})
+    small = fitted(browser)
+    assert max(small["across"], small["down"]) >= 0.9, small
+    assert small["smallest"] >= MIN_LABEL_PX - 0.01, small
+    screenshot("small")
+
+    # 200 operators: filling the canvas would shrink the labels to 3 px; they stay readable
+    # (the graph overflows the canvas, which scrolls).
+    spec = wide_graph()
+    dataflow = call(server, "POST", "/v1/dataflows", spec)["id"]
+    open_page(browser, server, dataflow, set(spec["graph"]["nodes"]))
+    wide = fitted(browser)
+    assert wide["texts"] > 600, wide
+    assert max(wide["across"], wide["down"]) >= 0.9, wide
+    assert wide["smallest"] >= MIN_LABEL_PX - 0.01, wide
+    # The canvas scrolls, not the page: it stays within the window.
+    assert wide["canvas"] == small["canvas"], wide
+    screenshot("wide")
+    assert console_errors(browser) == []
