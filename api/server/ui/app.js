@@ -15,12 +15,13 @@
   const PAD = 8; // the text's inset from a box's left and right edges
   const MIN_LABEL_PX = 10; // the smallest a label is drawn at "fit", in screen pixels
   const SMALLEST_LABEL = 11; // the smallest label's font size in the graph (style.css)
+  const EXPLAIN_GAP_MS = 100; // between an explanation's refreshes, at the least
   const MAX_FIT = 3; // a small graph is enlarged to fill the canvas, up to this
   const SVG_NS = "http://www.w3.org/2000/svg";
 
   // What the tests (and anyone curious) can read: how often the page drew and laid out.
   const stats = {
-    ready: false, draws: 0, updates: 0, layouts: 0, polls: 0,
+    ready: false, explains: 0, draws: 0, updates: 0, layouts: 0, polls: 0,
     dataflow: null, held: [], lastError: null,
   };
   window.frontierUI = stats;
@@ -42,6 +43,9 @@
     fitted: false, // the zoom is "fit"'s: a resize fits again
     size: { width: 0, height: 0 },
     selected: null,
+    explained: null, // {location, time} of the explanation shown: refreshed as frontiers move
+    explaining: false, // a request for it is in flight
+    explainAgain: false, // frontiers moved while it was
     pollTimer: 0,
   };
 
@@ -438,6 +442,7 @@
         state.frontiers.set(event.location, frontierText(event.frontier));
         state.dirty.add(event.location);
         scheduleDraw();
+        refreshExplanation();
       } else if (event.type === "closed") {
         setStatus(`closed: ${event.reason}`, "error");
       }
@@ -617,6 +622,7 @@
     event.preventDefault();
     const out = $("explanation");
     const locationValue = $("location").value;
+    state.explained = null; // until this one is asked
     let time;
     try {
       time = JSON.parse($("time").value.trim());
@@ -628,11 +634,32 @@
       out.replaceChildren(h("p", { class: "error" }, "click a location in the graph first"));
       return;
     }
+    state.explained = { location: locationValue, time };
+    await runExplain();
+  }
+
+  // A frontier moved while an explanation is shown: ask again (one request at a time, and
+  // one more after it if frontiers moved meanwhile), so the panel follows the frontiers.
+  function refreshExplanation() {
+    if (!state.explained) return;
+    if (state.explaining) {
+      state.explainAgain = true;
+      return;
+    }
+    runExplain();
+  }
+
+  async function runExplain() {
+    const out = $("explanation");
+    const asked = state.explained;
     const generation = state.generation;
-    const query = `location=${encodeURIComponent(locationValue)}&time=${encodeURIComponent(JSON.stringify(time))}`;
+    const query = `location=${encodeURIComponent(asked.location)}&time=${encodeURIComponent(JSON.stringify(asked.time))}`;
+    state.explaining = true;
+    state.explainAgain = false;
     try {
       const answer = await api(`/v1/dataflows/${encodeURIComponent(state.dataflow.id)}/explain?${query}`);
-      if (generation !== state.generation) return;
+      if (generation !== state.generation || state.explained !== asked) return;
+      stats.explains += 1;
       out.dataset.complete = String(answer.complete);
       if (answer.complete) {
         clearHighlight();
@@ -646,8 +673,13 @@
         h("ul", { class: "holders" }, answer.holders.map(holderItem)));
       highlight(answer.holders);
     } catch (error) {
-      if (error instanceof Unauthorized) return;
+      if (error instanceof Unauthorized || state.explained !== asked) return;
       out.replaceChildren(h("p", { class: "error" }, error.message));
+    } finally {
+      state.explaining = false;
+      if (state.explainAgain && state.explained && generation === state.generation) {
+        setTimeout(refreshExplanation, EXPLAIN_GAP_MS);
+      }
     }
   }
 
@@ -699,6 +731,7 @@
     const generation = state.generation;
     stats.dataflow = null;
     document.title = "Frontier: dataflows";
+    state.explained = null;
     $("explanation").replaceChildren();
     $("location").value = "";
     try {
@@ -749,6 +782,7 @@
   });
   $("explain-form").addEventListener("submit", explain);
   $("explain-clear").addEventListener("click", () => {
+    state.explained = null;
     clearHighlight();
     $("explanation").replaceChildren();
   });

@@ -518,3 +518,51 @@ def test_fit_fills_the_canvas_with_readable_labels(
     assert wide["canvas"] == small["canvas"], wide
     screenshot("wide")
     assert console_errors(browser) == []
+
+
+def test_the_explanation_follows_the_frontiers(
+    server: Server, browser: Any, screenshot: Callable[[str], Path]
+) -> None:
+    from selenium.webdriver.common.by import By
+
+    dataflow = call(server, "POST", "/v1/dataflows", LOOP)["id"]
+    base = f"/v1/dataflows/{dataflow}"
+    session = call(server, "POST", f"{base}/inputs/numbers/sessions", {"start": 0})["session"]
+    call(server, "POST", f"{base}/inputs/numbers/sessions/{session}/advance", {"time": 3})
+    explain_route(server, base, "location=out&time=5")
+    open_page(browser, server, dataflow, set(LOOP["graph"]["nodes"]))  # type: ignore[call-overload]
+    wait_for(browser, lambda b: shown_frontier(b, "output:out") == "[3]", 5, "frontier [3]")
+    browser.find_element(By.CSS_SELECTOR, '#graph [data-node="out"] rect.body').click()
+    time_box = browser.find_element(By.ID, "time")
+    time_box.clear()
+    time_box.send_keys("5\n")
+
+    def explanation(b: Any) -> str:
+        return str(b.find_element(By.ID, "explanation").text)
+
+    wait_for(browser, lambda b: "[3]" in explanation(b), 5, "5 held, the frontier at [3]")
+    assert page_state(browser)["held"] == ["numbers"]
+    # The session moves to 4: the shown explanation follows, with no click (frontier [4]).
+    call(server, "POST", f"{base}/inputs/numbers/sessions/{session}/advance", {"time": 4})
+    wait_for(browser, lambda b: "[4]" in explanation(b), 2, "the explanation at frontier [4]")
+    assert "not complete" in explanation(browser)
+    # Past 5: the explanation turns to "complete" and the highlight goes, still with no click.
+    call(server, "POST", f"{base}/inputs/numbers/sessions/{session}/advance", {"time": 6})
+    wait_for(
+        browser,
+        lambda b: b.find_element(By.ID, "explanation").get_attribute("data-complete") == "true",
+        2,
+        "time 5 complete",
+    )
+    assert page_state(browser)["held"] == []
+    assert "is complete" in explanation(browser)
+    screenshot("followed")
+    # Cleared: no more requests as frontiers move.
+    browser.find_element(By.ID, "explain-clear").click()
+    asked = page_state(browser)["explains"]
+    call(server, "POST", f"{base}/inputs/numbers/sessions/{session}/advance", {"time": 7})
+    wait_for(browser, lambda b: shown_frontier(b, "output:out") == "[7]", 2, "frontier [7]")
+    time.sleep(0.3)
+    assert page_state(browser)["explains"] == asked
+    assert browser.find_element(By.ID, "explanation").text == ""
+    assert console_errors(browser) == []
