@@ -12,11 +12,16 @@
   const NODE_WIDTH = 200;
   const LINE = 14;
   const HEAD = 52;
+  const PAD = 8; // the text's inset from a box's left and right edges
+  const MIN_LABEL_PX = 10; // the smallest a label is drawn at "fit", in screen pixels
+  const SMALLEST_LABEL = 11; // the smallest label's font size in the graph (style.css)
+  const EXPLAIN_GAP_MS = 100; // between an explanation's refreshes, at the least
+  const MAX_FIT = 3; // a small graph is enlarged to fill the canvas, up to this
   const SVG_NS = "http://www.w3.org/2000/svg";
 
   // What the tests (and anyone curious) can read: how often the page drew and laid out.
   const stats = {
-    ready: false, draws: 0, updates: 0, layouts: 0, polls: 0,
+    ready: false, explains: 0, draws: 0, updates: 0, layouts: 0, polls: 0,
     dataflow: null, held: [], lastError: null,
   };
   window.frontierUI = stats;
@@ -35,8 +40,12 @@
     countEls: new Map(), // node -> text element
     panelEls: new Map(), // location -> [elements] in the side panels
     zoom: 1,
+    fitted: false, // the zoom is "fit"'s: a resize fits again
     size: { width: 0, height: 0 },
     selected: null,
+    explained: null, // {location, time} of the explanation shown: refreshed as frontiers move
+    explaining: false, // a request for it is in flight
+    explainAgain: false, // frontiers moved while it was
     pollTimer: 0,
   };
 
@@ -294,9 +303,9 @@
     const body = s("rect", { class: "body", width: laid.width, height: laid.height, rx: 5 });
     body.addEventListener("click", () => select(node.name));
     g.append(body);
-    g.append(s("text", { class: "name", x: 8, y: 16 }, node.name));
-    g.append(s("text", { class: "op", x: 8, y: 30 }, node.scope ? `${node.op} · in ${node.scope}` : node.op));
-    const counts = s("text", { class: "counts", x: 8, y: 45 }, "in – · out –");
+    g.append(s("text", { class: "name", x: PAD, y: 16 }, node.name));
+    g.append(s("text", { class: "op", x: PAD, y: 30 }, node.scope ? `${node.op} · in ${node.scope}` : node.op));
+    const counts = s("text", { class: "counts", x: PAD, y: 45 }, "in – · out –");
     state.countEls.set(node.name, counts);
     g.append(counts);
     frontierLines(node).forEach((line, index) => {
@@ -309,7 +318,7 @@
         event.stopPropagation();
         select(hit.dataset.location);
       });
-      const text = s("text", { class: "frontier", x: 8, y: top + 11, dataset: { location: line.location } },
+      const text = s("text", { class: "frontier", x: PAD, y: top + 11, dataset: { location: line.location } },
         `${line.label} ▸ …`);
       text.dataset.label = line.label;
       register(state.liveEls, line.location, text);
@@ -334,13 +343,18 @@
     svg.setAttribute("height", Math.max(1, Math.round(height * state.zoom)));
   }
 
+  // "fit": the graph scaled to fill the canvas in its tighter dimension, but never so far down
+  // that the smallest label (11px in style.css) is under MIN_LABEL_PX on screen: a graph too
+  // big for that overflows the canvas, which scrolls.
   function fit() {
     const canvas = $("canvas");
     const { width, height } = state.size;
     if (!width || !height) return;
-    state.zoom = Math.min(1.5, (canvas.clientWidth - 4) / width, (canvas.clientHeight - 4) / height);
-    state.zoom = Math.max(0.2, state.zoom);
+    const fill = Math.min((canvas.clientWidth - 4) / width, (canvas.clientHeight - 4) / height);
+    state.zoom = Math.min(MAX_FIT, Math.max(MIN_LABEL_PX / SMALLEST_LABEL, fill));
+    state.fitted = true;
     applyZoom();
+    canvas.scrollTo(0, 0);
   }
 
   function scheduleDraw() {
@@ -356,12 +370,18 @@
     stats.draws += 1;
     const dirty = state.dirty;
     state.dirty = new Set();
+    const counted = []; // counts' texts rewritten: measured after all the writes, then fitted
     for (const key of dirty) {
       if (key.startsWith("counts:")) {
         const node = key.slice(7);
         const el = state.countEls.get(node);
         const c = state.counts.get(node);
-        if (el && c) el.textContent = `in ${c.in} (${rate(c.inRate)}) · out ${c.out} (${rate(c.outRate)})`;
+        if (el && c) {
+          el.textContent = `in ${compact(c.in)} (${rate(c.inRate)}) · out ${compact(c.out)} (${rate(c.outRate)})`;
+          el.removeAttribute("textLength");
+          el.removeAttribute("lengthAdjust");
+          counted.push(el);
+        }
         continue;
       }
       const text = state.frontiers.get(key);
@@ -375,9 +395,33 @@
         el.dataset.frontier = text;
       }
     }
+    fitCounts(counted);
   }
 
-  const rate = (perSecond) => (perSecond === null ? "–/s" : `${perSecond.toFixed(1)}/s`);
+  // A counts line never runs out of its box: if it is wider than the room left of the box's
+  // padding, its glyphs are squeezed to that width (all the reads before any write).
+  function fitCounts(elements) {
+    const room = NODE_WIDTH - 2 * PAD;
+    const wide = elements.filter((el) => el.getComputedTextLength() > room);
+    for (const el of wide) {
+      el.setAttribute("textLength", room);
+      el.setAttribute("lengthAdjust", "spacingAndGlyphs");
+    }
+  }
+
+  // 3 significant figures at most past a thousand: 950, 96.2k, 6.2M, 1.4G; a fraction keeps a
+  // decimal below 100 when asked (a rate: 8.8/s).
+  function compact(n, fraction = false) {
+    const a = Math.abs(n);
+    if (a < 999.5) return fraction && a < 99.95 && !Number.isInteger(n) ? n.toFixed(1) : String(Math.round(n));
+    for (const [size, unit] of [[1e3, "k"], [1e6, "M"], [1e9, "G"], [1e12, "T"]]) {
+      const v = n / size;
+      if (Math.abs(v) < 999.5 || unit === "T") return `${Math.abs(v) < 99.95 ? v.toFixed(1) : Math.round(v)}${unit}`;
+    }
+    return String(n);
+  }
+
+  const rate = (perSecond) => (perSecond === null ? "–/s" : `${compact(perSecond, true)}/s`);
 
   // ------------------------------------------------------------------ live data
 
@@ -398,6 +442,7 @@
         state.frontiers.set(event.location, frontierText(event.frontier));
         state.dirty.add(event.location);
         scheduleDraw();
+        refreshExplanation();
       } else if (event.type === "closed") {
         setStatus(`closed: ${event.reason}`, "error");
       }
@@ -481,7 +526,7 @@
     state.panelEls = new Map();
     const counts = (name, which) => {
       const c = state.counts.get(name);
-      return c ? `${c[which]} (${rate(c[`${which}Rate`])})` : "–";
+      return c ? `${compact(c[which])} (${rate(c[`${which}Rate`])})` : "–";
     };
     $("inputs").replaceChildren(...inputs.map((input) => h("div", { class: "panel", dataset: { input: input.input } },
       h("h3", {}, input.input, input.closed ? " (closed)" : ""),
@@ -495,7 +540,7 @@
     $("outputs").replaceChildren(...outputs.map((output) => h("div", { class: "panel", dataset: { output: output.output } },
       h("h3", {}, output.output),
       h("div", {}, "frontier ", liveFrontier(`output:${output.output}`)),
-      h("div", {}, `records out ${counts(output.output, "out")}, ${output.retained} retained`),
+      h("div", {}, `records out ${counts(output.output, "out")}, ${compact(output.retained)} retained`),
       h("div", { class: "subscribers" }, `subscribers: ${output.subscribers.length}`),
       output.subscribers.length ? h("ul", {}, output.subscribers.map((sub) => h("li", {},
         `${sub.queued} queued, resume at `, h("code", {}, frontierText(sub.resume))))) : null,
@@ -577,6 +622,7 @@
     event.preventDefault();
     const out = $("explanation");
     const locationValue = $("location").value;
+    state.explained = null; // until this one is asked
     let time;
     try {
       time = JSON.parse($("time").value.trim());
@@ -588,11 +634,32 @@
       out.replaceChildren(h("p", { class: "error" }, "click a location in the graph first"));
       return;
     }
+    state.explained = { location: locationValue, time };
+    await runExplain();
+  }
+
+  // A frontier moved while an explanation is shown: ask again (one request at a time, and
+  // one more after it if frontiers moved meanwhile), so the panel follows the frontiers.
+  function refreshExplanation() {
+    if (!state.explained) return;
+    if (state.explaining) {
+      state.explainAgain = true;
+      return;
+    }
+    runExplain();
+  }
+
+  async function runExplain() {
+    const out = $("explanation");
+    const asked = state.explained;
     const generation = state.generation;
-    const query = `location=${encodeURIComponent(locationValue)}&time=${encodeURIComponent(JSON.stringify(time))}`;
+    const query = `location=${encodeURIComponent(asked.location)}&time=${encodeURIComponent(JSON.stringify(asked.time))}`;
+    state.explaining = true;
+    state.explainAgain = false;
     try {
       const answer = await api(`/v1/dataflows/${encodeURIComponent(state.dataflow.id)}/explain?${query}`);
-      if (generation !== state.generation) return;
+      if (generation !== state.generation || state.explained !== asked) return;
+      stats.explains += 1;
       out.dataset.complete = String(answer.complete);
       if (answer.complete) {
         clearHighlight();
@@ -606,8 +673,13 @@
         h("ul", { class: "holders" }, answer.holders.map(holderItem)));
       highlight(answer.holders);
     } catch (error) {
-      if (error instanceof Unauthorized) return;
+      if (error instanceof Unauthorized || state.explained !== asked) return;
       out.replaceChildren(h("p", { class: "error" }, error.message));
+    } finally {
+      state.explaining = false;
+      if (state.explainAgain && state.explained && generation === state.generation) {
+        setTimeout(refreshExplanation, EXPLAIN_GAP_MS);
+      }
     }
   }
 
@@ -658,6 +730,8 @@
     stop();
     const generation = state.generation;
     stats.dataflow = null;
+    document.title = "Frontier: dataflows";
+    state.explained = null;
     $("explanation").replaceChildren();
     $("location").value = "";
     try {
@@ -666,7 +740,10 @@
       if (generation !== state.generation) return;
       const model = buildModel(description);
       state.dataflow = model;
-      $("title").textContent = description.name || description.id;
+      const name = description.name || description.id;
+      $("title").textContent = name;
+      $("title").title = description.id;
+      document.title = `${name} · Frontier`;
       for (const button of document.querySelectorAll("#dataflows button")) {
         button.setAttribute("aria-current", String(button.dataset.id === id));
       }
@@ -705,11 +782,13 @@
   });
   $("explain-form").addEventListener("submit", explain);
   $("explain-clear").addEventListener("click", () => {
+    state.explained = null;
     clearHighlight();
     $("explanation").replaceChildren();
   });
-  $("zoom-in").addEventListener("click", () => { state.zoom *= 1.25; applyZoom(); });
-  $("zoom-out").addEventListener("click", () => { state.zoom /= 1.25; applyZoom(); });
+  $("zoom-in").addEventListener("click", () => { state.zoom *= 1.25; state.fitted = false; applyZoom(); });
+  $("zoom-out").addEventListener("click", () => { state.zoom /= 1.25; state.fitted = false; applyZoom(); });
+  window.addEventListener("resize", () => { if (state.fitted) fit(); });
   $("zoom-fit").addEventListener("click", fit);
   window.addEventListener("hashchange", () => {
     const id = decodeURIComponent(location.hash.slice(1));

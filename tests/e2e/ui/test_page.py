@@ -11,6 +11,7 @@ keeps it for the browser's session.
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 import urllib.error
@@ -363,3 +364,205 @@ def test_the_page_asks_for_a_token_and_keeps_it(
         assert console_errors(browser) == []
         quoted = quote(dataflow)
         assert browser.execute_script("return location.hash") == f"#{quoted}"
+
+
+def test_the_page_shows_the_dataflows_name_and_its_operators_names(
+    server: Server, browser: Any, screenshot: Callable[[str], Path]
+) -> None:
+    from selenium.webdriver.common.by import By
+
+    spec = {**LOOP, "name": "numbers around a loop"}
+    dataflow = call(server, "POST", "/v1/dataflows", spec)["id"]
+    assert call(server, "GET", f"/v1/dataflows/{dataflow}")["name"] == "numbers around a loop"
+    open_page(browser, server, dataflow, set(LOOP["graph"]["nodes"]))  # type: ignore[call-overload]
+    # The dataflow's name, not its id, in the view's heading and in the window's title.
+    assert browser.find_element(By.ID, "title").text == "numbers around a loop"
+    assert browser.title == "numbers around a loop · Frontier"
+    # Each operator's box is headed by its name.
+    heads = browser.execute_script(
+        "return Object.fromEntries([...document.querySelectorAll('#graph .node')]"
+        ".map(n => [n.dataset.node, n.querySelector('text.name').textContent]))"
+    )
+    assert heads == {name: name for name in LOOP["graph"]["nodes"]}  # type: ignore[call-overload]
+    screenshot("named")
+    assert console_errors(browser) == []
+
+
+CHAIN3 = {
+    "name": "chain",
+    "graph": {
+        "nodes": {
+            "src": {"op": "input"},
+            "double": {"op": "map", "expr": "r * 2"},
+            "sink": {"op": "output"},
+        },
+        "edges": [["src", "double"], ["double", "sink"]],
+    },
+}
+"""An input, a map and an output: three boxes in a row."""
+
+BIG = 250_000
+
+
+def box_overflow(browser: Any, node: str) -> Any:
+    """How far the counts text of ``node`` sticks out of its box's left and right edges."""
+    return browser.execute_script(
+        'const g = document.querySelector(`#graph [data-node="${arguments[0]}"]`);'
+        "const box = g.querySelector('rect.body').getBBox();"
+        "const text = g.querySelector('text.counts').getBBox();"
+        "return {text: g.querySelector('text.counts').textContent,"
+        " left: box.x - text.x, right: text.x + text.width - (box.x + box.width),"
+        " top: box.y - text.y, bottom: text.y + text.height - (box.y + box.height)}",
+        node,
+    )
+
+
+def test_the_counts_stay_inside_their_boxes(
+    server: Server, browser: Any, screenshot: Callable[[str], Path]
+) -> None:
+    dataflow = call(server, "POST", "/v1/dataflows", CHAIN3)["id"]
+    base = f"/v1/dataflows/{dataflow}"
+    session = call(server, "POST", f"{base}/inputs/src/sessions", {"start": 0})["session"]
+    open_page(browser, server, dataflow, set(CHAIN3["graph"]["nodes"]))  # type: ignore[call-overload]
+    wait_for(browser, lambda b: "out 0 " in counts_text(b, "double"), 5, "the first counts")
+    # A quarter of a million records through the map within one poll of the page.
+    chunk = 50_000
+    for seq, start in enumerate(range(0, BIG, chunk), 1):
+        records = [[1, i] for i in range(start, start + chunk)]
+        call(
+            server,
+            "POST",
+            f"{base}/inputs/src/sessions/{session}/push",
+            {"seq": seq, "records": records},
+        )
+    call(server, "POST", f"{base}/inputs/src/sessions/{session}/advance", {"time": 2})
+    # Compact: 250k, and the rates (thousands a second in the poll that saw them arrive).
+    shown = wait_for(
+        browser,
+        lambda b: (
+            (t := counts_text(b, "double")).startswith("in 250k (") and " out 250k (" in t and t
+        ),
+        10,
+        "the big counts, compact",
+    )
+    rate = r"\((\d+(\.\d)?[kM]?|\u2013)/s\)"  # or an en dash: no rate yet
+    assert re.fullmatch(rf"in 250k {rate} · out 250k {rate}", shown), shown
+    for node in ("src", "double", "sink"):
+        overflow = box_overflow(browser, node)
+        assert (
+            max(overflow["left"], overflow["right"], overflow["top"], overflow["bottom"]) <= 0.5
+        ), overflow
+    screenshot("big-counts")
+    assert console_errors(browser) == []
+
+
+def counts_text(browser: Any, node: str) -> str:
+    text = browser.execute_script(
+        'const el = document.querySelector(`#graph [data-node="${arguments[0]}"] text.counts`);'
+        "return el ? el.textContent : ''",
+        node,
+    )
+    return str(text)
+
+
+PAIR = {
+    "name": "pair",
+    "graph": {
+        "nodes": {"src": {"op": "input"}, "sink": {"op": "output"}},
+        "edges": [["src", "sink"]],
+    },
+}
+"""Two boxes: a graph far smaller than the canvas."""
+
+MIN_LABEL_PX = 10
+
+
+def fitted(browser: Any) -> Any:
+    """After "fit": the share of the canvas the graph covers, each way, and the smallest label."""
+    from selenium.webdriver.common.by import By
+
+    browser.find_element(By.ID, "zoom-fit").click()
+    return browser.execute_script(
+        "const canvas = document.getElementById('canvas'), svg = document.getElementById('graph');"
+        "const r = svg.getBoundingClientRect(), c = canvas.getBoundingClientRect();"
+        "const scale = r.width / svg.viewBox.baseVal.width;"
+        "const sizes = [...svg.querySelectorAll('text')]"
+        "  .map(t => parseFloat(getComputedStyle(t).fontSize) * scale);"
+        "return {across: Math.min(r.width, canvas.clientWidth) / canvas.clientWidth,"
+        " down: Math.min(r.height, canvas.clientHeight) / canvas.clientHeight,"
+        " smallest: Math.min(...sizes), texts: sizes.length, canvas: [c.width, c.height]}"
+    )
+
+
+def test_fit_fills_the_canvas_with_readable_labels(
+    server: Server, browser: Any, screenshot: Callable[[str], Path]
+) -> None:
+    # A small graph is enlarged to fill the canvas in one dimension.
+    dataflow = call(server, "POST", "/v1/dataflows", PAIR)["id"]
+    open_page(browser, server, dataflow, {"src", "sink"})
+    small = fitted(browser)
+    assert max(small["across"], small["down"]) >= 0.9, small
+    assert small["smallest"] >= MIN_LABEL_PX - 0.01, small
+    screenshot("small")
+
+    # 200 operators: filling the canvas would shrink the labels to 3 px; they stay readable
+    # (the graph overflows the canvas, which scrolls).
+    spec = wide_graph()
+    dataflow = call(server, "POST", "/v1/dataflows", spec)["id"]
+    open_page(browser, server, dataflow, set(spec["graph"]["nodes"]))
+    wide = fitted(browser)
+    assert wide["texts"] > 600, wide
+    assert max(wide["across"], wide["down"]) >= 0.9, wide
+    assert wide["smallest"] >= MIN_LABEL_PX - 0.01, wide
+    # The canvas scrolls, not the page: it stays within the window.
+    assert wide["canvas"] == small["canvas"], wide
+    screenshot("wide")
+    assert console_errors(browser) == []
+
+
+def test_the_explanation_follows_the_frontiers(
+    server: Server, browser: Any, screenshot: Callable[[str], Path]
+) -> None:
+    from selenium.webdriver.common.by import By
+
+    dataflow = call(server, "POST", "/v1/dataflows", LOOP)["id"]
+    base = f"/v1/dataflows/{dataflow}"
+    session = call(server, "POST", f"{base}/inputs/numbers/sessions", {"start": 0})["session"]
+    call(server, "POST", f"{base}/inputs/numbers/sessions/{session}/advance", {"time": 3})
+    explain_route(server, base, "location=out&time=5")
+    open_page(browser, server, dataflow, set(LOOP["graph"]["nodes"]))  # type: ignore[call-overload]
+    wait_for(browser, lambda b: shown_frontier(b, "output:out") == "[3]", 5, "frontier [3]")
+    browser.find_element(By.CSS_SELECTOR, '#graph [data-node="out"] rect.body').click()
+    time_box = browser.find_element(By.ID, "time")
+    time_box.clear()
+    time_box.send_keys("5\n")
+
+    def explanation(b: Any) -> str:
+        return str(b.find_element(By.ID, "explanation").text)
+
+    wait_for(browser, lambda b: "[3]" in explanation(b), 5, "5 held, the frontier at [3]")
+    assert page_state(browser)["held"] == ["numbers"]
+    # The session moves to 4: the shown explanation follows, with no click (frontier [4]).
+    call(server, "POST", f"{base}/inputs/numbers/sessions/{session}/advance", {"time": 4})
+    wait_for(browser, lambda b: "[4]" in explanation(b), 2, "the explanation at frontier [4]")
+    assert "not complete" in explanation(browser)
+    # Past 5: the explanation turns to "complete" and the highlight goes, still with no click.
+    call(server, "POST", f"{base}/inputs/numbers/sessions/{session}/advance", {"time": 6})
+    wait_for(
+        browser,
+        lambda b: b.find_element(By.ID, "explanation").get_attribute("data-complete") == "true",
+        2,
+        "time 5 complete",
+    )
+    assert page_state(browser)["held"] == []
+    assert "is complete" in explanation(browser)
+    screenshot("followed")
+    # Cleared: no more requests as frontiers move.
+    browser.find_element(By.ID, "explain-clear").click()
+    asked = page_state(browser)["explains"]
+    call(server, "POST", f"{base}/inputs/numbers/sessions/{session}/advance", {"time": 7})
+    wait_for(browser, lambda b: shown_frontier(b, "output:out") == "[7]", 2, "frontier [7]")
+    time.sleep(0.3)
+    assert page_state(browser)["explains"] == asked
+    assert browser.find_element(By.ID, "explanation").text == ""
+    assert console_errors(browser) == []
