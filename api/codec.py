@@ -178,7 +178,8 @@ def dataflow_json(view: DataflowView) -> dict[str, Any]:
                 "outputs": [
                     {"frontier": times_json(p.frontier), "records": p.records}
                     for p in state.outputs
-                ]
+                ],
+                "busy_seconds": state.busy_seconds,
             }
             for node, state in view.operators.items()
         }

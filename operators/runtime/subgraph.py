@@ -110,6 +110,9 @@ class _Child:
     held: int
     """Capabilities this worker's copy holds (decides ``IF_CAPABILITY`` interest)."""
     alive: bool = True
+    busy: float = 0.0
+    """Seconds spent in the operator's ``schedule`` on this worker (a nested scope's
+    include its children's): only increases."""
 
 
 @dataclass(slots=True)
@@ -630,7 +633,9 @@ class Subgraph:
             child = children[index]
             if child is None or not child.alive:
                 continue
+            started = perf_counter()
             incomplete = child.operator.schedule()
+            child.busy += perf_counter() - started
             self._pull(index, child)
             if not incomplete and child.held <= 0 and self._inputs_closed(child):
                 child.alive = False
@@ -707,6 +712,15 @@ class Subgraph:
         """The running operator at child ``index`` (a nested scope is its :class:`Subgraph`)."""
         child = self._children[index] if 0 < index < len(self._children) else None
         return None if child is None else child.operator
+
+    def busy_seconds(self, index: int) -> float:
+        """Seconds child ``index`` has spent being scheduled on this worker, so far.
+
+        A counter that only increases (0.0 for no such child): measured around each call
+        of the child's ``schedule``, so a nested scope's includes all its children's.
+        """
+        child = self._children[index] if 0 < index < len(self._children) else None
+        return 0.0 if child is None else child.busy
 
     def edges(self) -> list[tuple[Source, Target]]:
         """Every edge of this scope, in the order added."""

@@ -98,6 +98,7 @@ def operator_frontiers(dataflow: Dataflow) -> dict[str, OperatorState]:
     first = dataflow.first
     if first is None:
         return {}
+    busy = busy_seconds(dataflow)
     result: dict[str, OperatorState] = {}
     for node, streams in first.streams.items():
         outputs = []
@@ -110,7 +111,29 @@ def operator_frontiers(dataflow: Dataflow) -> dict[str, OperatorState]:
                 if ports:
                     sent += ports[mine.source.port].records_out
             outputs.append(PortState(_operator_frontier(stream), sent))
-        result[node] = OperatorState(outputs)
+        result[node] = OperatorState(outputs, busy.get(node, 0.0))
+    return result
+
+
+def busy_seconds(dataflow: Dataflow) -> dict[str, float]:
+    """Per node: the seconds spent scheduling its operators, summed over this process's workers.
+
+    Each worker's scopes time their children
+    (:meth:`~operators.runtime.subgraph.Subgraph.busy_seconds`); a node's operators are those
+    its scopes say it built.
+    """
+    result: dict[str, float] = {}
+    for built in dataflow.built.values():
+        subgraphs = {}
+        for scope in built.scopes.values():
+            builder = scope.builder
+            subgraphs[builder.path] = builder.subgraph
+        for path, owned in built.owners.items():
+            subgraph = subgraphs.get(path)
+            if subgraph is None:
+                continue
+            for index, node in owned.items():
+                result[node] = result.get(node, 0.0) + subgraph.busy_seconds(index)
     return result
 
 

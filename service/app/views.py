@@ -83,9 +83,12 @@ class PortState:
 
 @dataclass(frozen=True, slots=True)
 class OperatorState:
-    """One operator (graph node): its output ports."""
+    """One operator (graph node): its output ports, and the time spent running it."""
 
     outputs: list[PortState]
+    busy_seconds: float = 0.0
+    """Seconds this process's workers have spent scheduling the node's operators, so far
+    (a counter: it only increases)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -204,6 +204,9 @@ async def test_two_producers_frontiers_events_reads(service: Server) -> None:
 
         # The dataflow in full: per-operator frontiers and record counts (both workers).
         described = await client.dataflow(df, operators=True)
+        busy = {node: state.pop("busy_seconds") for node, state in described["operators"].items()}
+        assert all(type(seconds) is float and seconds >= 0 for seconds in busy.values())
+        assert busy["count"] > 0  # it counted the words
         assert described == {
             **created,
             "status": "completed",

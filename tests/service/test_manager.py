@@ -472,7 +472,12 @@ async def test_describe(start: Start, workers: int) -> None:
         "worker 0 sees the operators pass 1",
     )
     at = [{"frontier": [2], "records": n} for n in (5, 5, 4, 3)]
-    assert asdict(manager.describe(record)) == {
+    described = asdict(manager.describe(record))
+    busy = {node: state.pop("busy_seconds") for node, state in described["operators"].items()}
+    assert sorted(busy) == ["big", "double", "out", "spread", "x"]
+    assert all(type(seconds) is float and seconds >= 0 for seconds in busy.values())
+    assert busy["double"] > 0  # it ran, on records
+    assert described == {
         "id": record.id,
         "name": "small",
         "status": "running",
@@ -504,6 +509,9 @@ async def test_describe(start: Start, workers: int) -> None:
         },
     }
     assert manager.describe(record, operators=False).operators is None
+    again = manager.describe(record).operators
+    assert again is not None
+    assert all(again[node].busy_seconds >= seconds for node, seconds in busy.items())
     assert {t: sorted(log.records_at(t)) for t in log.complete_times(None, None)} == {
         0: [4, 10],
         1: [6],
@@ -516,6 +524,45 @@ async def test_describe(start: Start, workers: int) -> None:
         "operator:double:0": [2],
         "operator:big:0": [2],
     }
+
+
+SLOW_AND_IDLE = {
+    "nodes": {
+        "x": {"op": "input"},
+        "y": {"op": "input"},
+        "slow": {"op": "map", "expr": "[r, r, r, r, r, r, r, r].map(v, v * 2 + 1).size() + r"},
+        "idle": {"op": "map", "expr": "r + 1"},
+        "out": {"op": "output"},
+        "other": {"op": "output"},
+    },
+    "edges": [["x", "slow"], ["slow", "out"], ["y", "idle"], ["idle", "other"]],
+}
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+async def test_busy_seconds(start: Start, workers: int) -> None:
+    """Each node's busy seconds: a counter, larger for the node doing the work."""
+    manager = await start(workers)
+    record = await manager.create("t", SLOW_AND_IDLE, "busy")
+    x = manager.input("t", record.id, "x")
+    session = x.open_session()
+
+    def busy() -> dict[str, float]:
+        operators = manager.describe(record).operators
+        assert operators is not None
+        return {node: state.busy_seconds for node, state in operators.items()}
+
+    before = busy()
+    assert sorted(before) == sorted(SLOW_AND_IDLE["nodes"])
+    assert all(type(seconds) is float and seconds >= 0 for seconds in before.values())
+    x.push(session.id, 1, [(0, n) for n in range(20_000)])
+    x.advance(session.id, 1)
+    log = manager.output("t", record.id, "out")
+    await until(lambda: frontier(log) == [1], "the output passes 0", turns=100_000)
+    after = busy()
+    assert all(after[node] >= before[node] for node in before)  # only ever increases
+    assert after["slow"] > before["slow"]
+    assert after["slow"] > after["idle"]
 
 
 # --------------------------------------------------------------------------- frontier watches

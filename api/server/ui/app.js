@@ -8,6 +8,7 @@
 (() => {
   const TOKEN_KEY = "frontier.token";
   const POLL_MS = 1000;
+  const BUSY_HIGH = 0.5; // a node busier than this share of the last interval is marked
   const LIST_MS = 5000;
   const NODE_WIDTH = 200;
   const LINE = 14;
@@ -32,12 +33,13 @@
     generation: 0, // bumped on every switch of dataflow: stale answers are dropped
     ws: null,
     frontiers: new Map(), // location -> frontier (JSON text)
-    counts: new Map(), // node -> {in, out, inRate, outRate}
-    previous: null, // {at, perNode: Map(node -> {in, out})}
+    counts: new Map(), // node -> {in, out, busy, inRate, outRate, busyShare}
+    previous: null, // {at, perNode: Map(node -> {in, out, busy})}
     dirty: new Set(), // locations and "counts:<node>" to redraw
     frame: 0,
     liveEls: new Map(), // location -> [elements showing its frontier]
     countEls: new Map(), // node -> text element
+    busyEls: new Map(), // node -> {g, bar, title, width}: its busy bar and tooltip
     panelEls: new Map(), // location -> [elements] in the side panels
     zoom: 1,
     fitted: false, // the zoom is "fit"'s: a resize fits again
@@ -240,6 +242,7 @@
     svg.replaceChildren();
     state.liveEls = new Map();
     state.countEls = new Map();
+    state.busyEls = new Map();
     const arrow = s("marker", {
       id: "arrow", viewBox: "0 0 8 8", refX: "7", refY: "4",
       markerWidth: "7", markerHeight: "7", orient: "auto-start-reverse",
@@ -299,10 +302,18 @@
       class: "node", transform: `translate(${x},${y})`,
       dataset: { node: node.name, op: node.op, held: "false", onPath: "false", selected: "false" },
     });
-    g.append(s("title", {}, `${node.name} (${node.op})`));
+    const title = s("title", {}, `${node.name} (${node.op})`);
+    g.append(title);
     const body = s("rect", { class: "body", width: laid.width, height: laid.height, rx: 5 });
     body.addEventListener("click", () => select(node.name));
     g.append(body);
+    // The busy bar: along the box's bottom edge, as wide as the share of the last poll's
+    // interval spent running the node.
+    const track = laid.width - 2 * PAD;
+    g.append(s("rect", { class: "busy-track", x: PAD, y: laid.height - 5, width: track, height: 3 }));
+    const bar = s("rect", { class: "busy-bar", x: PAD, y: laid.height - 5, width: 0, height: 3 });
+    g.append(bar);
+    state.busyEls.set(node.name, { g, bar, title, width: track, label: `${node.name} (${node.op})` });
     g.append(s("text", { class: "name", x: PAD, y: 16 }, node.name));
     g.append(s("text", { class: "op", x: PAD, y: 30 }, node.scope ? `${node.op} · in ${node.scope}` : node.op));
     const counts = s("text", { class: "counts", x: PAD, y: 45 }, "in – · out –");
@@ -381,6 +392,14 @@
           el.removeAttribute("textLength");
           el.removeAttribute("lengthAdjust");
           counted.push(el);
+        }
+        const busy = state.busyEls.get(node);
+        if (busy && c) {
+          const share = c.busyShare;
+          busy.bar.setAttribute("width", share === null ? 0 : share * busy.width);
+          busy.g.dataset.busy = share === null ? "" : String(share);
+          busy.g.dataset.busyHigh = String(share !== null && share > BUSY_HIGH);
+          busy.title.textContent = share === null ? busy.label : `${busy.label} · busy ${Math.round(share * 100)}%`;
         }
         continue;
       }
@@ -491,7 +510,10 @@
       operator.outputs.forEach((port, index) => outOf.set(`${name}:${index}`, port.records));
     }
     const perNode = new Map();
-    for (const node of model.nodes.values()) perNode.set(node.name, { in: 0, out: 0 });
+    for (const node of model.nodes.values()) perNode.set(node.name, { in: 0, out: 0, busy: 0 });
+    for (const [name, operator] of Object.entries(description.operators || {})) {
+      if (perNode.has(name)) perNode.get(name).busy = operator.busy_seconds || 0;
+    }
     for (const [key, records] of outOf) perNode.get(parsePort(key).node).out += records;
     for (const edge of model.edges) perNode.get(edge.to.node).in += outOf.get(portName(edge.from)) || 0;
     for (const [name, input] of Object.entries(description.inputs)) {
@@ -507,8 +529,11 @@
       const shown = state.counts.get(name);
       const inRate = before && seconds > 0 ? (c.in - before.in) / seconds : null;
       const outRate = before && seconds > 0 ? (c.out - before.out) / seconds : null;
-      if (!shown || shown.in !== c.in || shown.out !== c.out || shown.inRate !== inRate || shown.outRate !== outRate) {
-        state.counts.set(name, { ...c, inRate, outRate });
+      // The share of the interval spent running it (summed over the workers, capped at 1).
+      const busyShare = before && seconds > 0 ? Math.min(1, Math.max(0, (c.busy - before.busy) / seconds)) : null;
+      if (!shown || shown.in !== c.in || shown.out !== c.out || shown.inRate !== inRate || shown.outRate !== outRate
+          || shown.busyShare !== busyShare) {
+        state.counts.set(name, { ...c, inRate, outRate, busyShare });
         state.dirty.add(`counts:${name}`);
       }
     }

@@ -5,7 +5,8 @@ advance move the displayed frontier within a second; the inputs' sessions and th
 subscribers and consumers are shown; clicking an operator and entering a time shows the
 explanation and highlights the operator that holds the time back; with 200 operators and
 10 frontier updates a second on every port it draws at most once a frame, never lays the
-graph out again, and still answers a click. On a server with tokens it asks for one, and
+graph out again, and still answers a click. A slow node shows its busy share of the last
+poll's interval as a bar and in its tooltip. On a server with tokens it asks for one, and
 keeps it for the browser's session.
 """
 
@@ -565,4 +566,80 @@ def test_the_explanation_follows_the_frontiers(
     time.sleep(0.3)
     assert page_state(browser)["explains"] == asked
     assert browser.find_element(By.ID, "explanation").text == ""
+    assert console_errors(browser) == []
+
+
+SLOW = {
+    "name": "slow",
+    "graph": {
+        "nodes": {
+            "src": {"op": "input"},
+            "slow": {"op": "map", "expr": " + ".join(f"(r * {k} + {k}) % 7" for k in range(40))},
+            "idle_src": {"op": "input"},
+            "idle": {"op": "map", "expr": "r + 1"},
+            "sink": {"op": "output"},
+            "idle_sink": {"op": "output"},
+        },
+        "edges": [["src", "slow"], ["slow", "sink"], ["idle_src", "idle"], ["idle", "idle_sink"]],
+    },
+}
+"""A map that is expensive per record (beside an idle one)."""
+
+
+def busy_shown(browser: Any, node: str) -> Any:
+    """The busy share ``node`` shows, its bar's and track's widths and its tooltip, at once."""
+    return browser.execute_script(
+        'const g = document.querySelector(`#graph [data-node="${arguments[0]}"]`);'
+        "return {share: g.dataset.busy || null, high: g.dataset.busyHigh || null,"
+        " bar: Number(g.querySelector('rect.busy-bar').getAttribute('width')),"
+        " track: Number(g.querySelector('rect.busy-track').getAttribute('width')),"
+        " title: g.querySelector('title').textContent}",
+        node,
+    )
+
+
+def test_a_busy_node_shows_its_share_of_the_last_second(
+    server: Server, browser: Any, screenshot: Callable[[str], Path]
+) -> None:
+    dataflow = call(server, "POST", "/v1/dataflows", SLOW)["id"]
+    base = f"/v1/dataflows/{dataflow}"
+    session = call(server, "POST", f"{base}/inputs/src/sessions", {"start": 0})["session"]
+    open_page(browser, server, dataflow, set(SLOW["graph"]["nodes"]))  # type: ignore[call-overload]
+    # Two polls: the share of the interval between them is known (an en dash before).
+    wait_for(browser, lambda b: busy_shown(b, "slow")["share"] is not None, 5, "a first share")
+    stop = threading.Event()
+
+    def push() -> None:
+        seq = 0
+        while not stop.is_set() and seq < 40:
+            seq += 1
+            records = [[1, i] for i in range(20_000)]
+            call(
+                server,
+                "POST",
+                f"{base}/inputs/src/sessions/{session}/push",
+                {"seq": seq, "records": records},
+            )
+
+    pusher = threading.Thread(target=push)
+    pusher.start()
+    try:
+        shown = wait_for(
+            browser,
+            lambda b: float((s := busy_shown(b, "slow"))["share"] or 0) > 0 and s,
+            15,
+            "the slow node busy",
+        )
+        screenshot("busy")
+    finally:
+        stop.set()
+        pusher.join()
+    share = float(shown["share"])
+    assert 0 < share <= 1
+    assert shown["bar"] == pytest.approx(share * shown["track"], abs=0.01)
+    assert shown["title"] == f"slow (map) · busy {round(share * 100)}%"
+    assert shown["high"] == ("true" if share > 0.5 else "false")
+    idle = busy_shown(browser, "idle")
+    assert idle["share"] is not None and 0 <= float(idle["share"]) <= 1
+    assert idle["bar"] == pytest.approx(float(idle["share"]) * idle["track"], abs=0.01)
     assert console_errors(browser) == []
