@@ -13,6 +13,7 @@ import hashlib
 import hmac
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -260,7 +261,17 @@ def test_a_failed_process_ends_its_peers_runs_naming_it() -> None:
         assert first[0] == "error" and str(first[1]) == "worker 0 failed"
         assert second[0] == "error" and isinstance(second[1], PeerLost)
         assert str(second[1]).startswith("process 0 (127.0.0.1:")
-        assert str(second[1]).endswith("): connection lost (the connection closed)")
+        # How the loss shows first depends on the race between the peer's read and write:
+        # the end of the stream, or the OS refusing a write into the closed socket.
+        causes = (
+            "the connection closed",
+            "[Errno 32] Broken pipe",
+            "[Errno 104] Connection reset by peer",
+        )
+        lost = re.fullmatch(
+            r"process 0 \(127\.0\.0\.1:\d+\): connection lost \((.*)\)", str(second[1])
+        )
+        assert lost is not None and lost.group(1) in causes, str(second[1])
         # The pool's processes are fine for the next run.
         with pytest.raises(ValueError, match="worker 0 failed"):
             asyncio.run(Clusters().run(Layout(1, 2), fail_on_worker_zero))
