@@ -1,9 +1,7 @@
 """examples/word_count.yaml counts the words of text lines, as its header says.
 
-The graph splits each line with CEL's ``split`` (the strings extension). Until the
-expression compiler knows ``split``, the graph is refused for that alone (checked), and the
-test that runs it on a real server is skipped, saying so; it runs by itself once ``split``
-lands. The run pushes examples/word_count.jsonl and expects, per time, the counts that
+The graph splits each line with CEL's ``split`` (the strings extension) and compiles; the
+run on a real server pushes examples/word_count.jsonl and expects, per time, the counts that
 Python's ``str.split(" ")`` gives (empty words dropped).
 """
 
@@ -16,12 +14,10 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 
 from api.client import AsyncClient
 from operators.graph import compile_graph, parse_graph
-from operators.graph.spec import GraphError
 from tests.e2e.conftest import running
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -40,19 +36,6 @@ def lines() -> list[list[Any]]:
     return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
-def split_missing() -> str | None:
-    """Why the graph does not compile yet if only ``split`` is missing; None if it compiles."""
-    try:
-        compile_graph(parse_graph(graph()))
-    except GraphError as error:
-        problems = [f"{p.pointer}: {p.message}" for p in error.problems]
-        unknown = ("unknown", "undeclared", "no such", "not found")
-        if problems and all("split" in p and any(u in p for u in unknown) for p in problems):
-            return "; ".join(problems)
-        raise
-    return None
-
-
 def expected() -> dict[int, list[dict[str, Any]]]:
     counts: dict[int, Counter[str]] = {}
     for at, line in lines():
@@ -65,18 +48,14 @@ def expected() -> dict[int, list[dict[str, Any]]]:
 
 def test_the_example_is_a_word_count_of_lines() -> None:
     spec = graph()
-    parse_graph(spec)  # its shape is right, whatever the compiler knows
+    compile_graph(parse_graph(spec))  # it compiles: split is known
     assert spec["nodes"]["lines"] == {"op": "input"}
     assert "r.split(" in spec["nodes"]["words"]["expr"]
     assert spec["nodes"]["counts"] == {"op": "output"}
-    split_missing()  # compiles, or is refused for split alone
     assert len(expected()) >= 3 and all(isinstance(line, str) for _, line in lines())
 
 
 async def test_the_word_count_counts_the_words_of_each_time(tmp_path: Path) -> None:
-    missing = split_missing()
-    if missing is not None:
-        pytest.skip(f"the expression compiler does not know CEL's split yet: {missing}")
     want = expected()
     with running(tmp_path) as server:
         async with AsyncClient(server.url) as client:
