@@ -67,6 +67,19 @@ def time_argument(value: str, what: str = "TIME") -> Any:
         ) from None
 
 
+def show_list(
+    items: list[Any], as_json: bool, empty: str, header: list[str], rows: list[list[str]]
+) -> None:
+    """``items`` as JSON, or a line saying there are none, or a table of ``rows``."""
+    if as_json:
+        print_json(items)
+    elif not items:
+        click.echo(empty)
+    else:
+        for line in table([header, *rows]):
+            click.echo(line)
+
+
 def table(rows: list[list[str]]) -> list[str]:
     """Rows as lines of left-aligned columns, two spaces apart (the first row a header).
 
@@ -273,16 +286,14 @@ def list_sessions(
 ) -> None:
     """An input's open sessions, each with the time it holds the input at."""
     described = call_on(url, token, dataflow, lambda client, id: client.input(id, input_name))
-    if as_json:
-        print_json(described["sessions"])
-        return
-    if not described["sessions"]:
-        click.echo(f"no sessions open on input {input_name}")
-        return
-    rows = [["SESSION", "TIME"]]
-    rows += [[s["session"], spaced(s["time"])] for s in described["sessions"]]
-    for line in table(rows):
-        click.echo(line)
+    rows = [[s["session"], spaced(s["time"])] for s in described["sessions"]]
+    show_list(
+        described["sessions"],
+        as_json,
+        f"no sessions open on input {input_name}",
+        ["SESSION", "TIME"],
+        rows,
+    )
 
 
 @sessions.command("open")
@@ -360,19 +371,17 @@ def list_consumers(
 ) -> None:
     """An output's registered consumers, each with the time it has read up to."""
     described = call_on(url, token, dataflow, lambda client, id: client.output(id, output))
-    if as_json:
-        print_json(described["consumers"])
-        return
-    if not described["consumers"]:
-        click.echo(f"no consumers of output {output}")
-        return
-    rows = [["CONSUMER", "COMMITTED"]]
-    rows += [
+    rows = [
         [c["consumer"], "-" if c["committed"] is None else spaced(c["committed"])]
         for c in described["consumers"]
     ]
-    for line in table(rows):
-        click.echo(line)
+    show_list(
+        described["consumers"],
+        as_json,
+        f"no consumers of output {output}",
+        ["CONSUMER", "COMMITTED"],
+        rows,
+    )
 
 
 @consumers.command("commit")
