@@ -55,7 +55,6 @@ import gc
 import json
 import os
 import platform
-import socket
 import statistics
 import subprocess
 import sys
@@ -64,7 +63,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from common import percentile, table  # bench/common.py (the script's folder)
+from common import bare_send, free_ports, percentile, table  # bench/common.py (the script's folder)
 from runtime import (  # bench/runtime.py: W1 and W2 as the one-process benchmark runs them
     w1_data,
     w1_keep,
@@ -412,36 +411,10 @@ async def bare_child(args: argparse.Namespace) -> dict[str, int]:
         ready = asyncio.Event()
         got = await bare_receive(port, total, ready)
         return {"end": time.perf_counter_ns(), "received": got}
-    for _ in range(200):
-        try:
-            reader, writer = await asyncio.open_connection("127.0.0.1", port)
-            break
-        except OSError:
-            await asyncio.sleep(0.05)
-    sizes = [total // frames + (1 if i < total % frames else 0) for i in range(frames)]
-    chunks = [bytes(size) for size in sizes]
-    start = time.perf_counter_ns()
-    for chunk in chunks:
-        writer.write(chunk)
-        await writer.drain()
-    writer.close()
-    await writer.wait_closed()
-    del reader
-    return {"start": start}
+    return {"start": await bare_send(port, total, frames)}
 
 
 # --------------------------------------------------------------------------- parent side
-
-
-def free_ports(count: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
 
 
 def spawn(mode: str, workload: str, processes: int, workers: int, sizes: str) -> list[Any]:

@@ -29,7 +29,6 @@ import asyncio
 import json
 import os
 import platform
-import socket
 import statistics
 import subprocess
 import sys
@@ -37,7 +36,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from common import table  # bench/common.py (the script's folder)
+from common import bare_send, free_ports, table  # bench/common.py (the script's folder)
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -168,36 +167,10 @@ async def bare_child(args: argparse.Namespace) -> dict[str, int]:
         end = time.perf_counter_ns()
         server.close()
         return {"end": end, "received": got}
-    for _ in range(200):
-        try:
-            reader, writer = await asyncio.open_connection("127.0.0.1", port)
-            break
-        except OSError:
-            await asyncio.sleep(0.05)
-    sizes = [total // frames + (1 if i < total % frames else 0) for i in range(frames)]
-    chunks = [bytes(size) for size in sizes]
-    start = time.perf_counter_ns()
-    for chunk in chunks:
-        writer.write(chunk)
-        await writer.drain()
-    writer.close()
-    await writer.wait_closed()
-    del reader
-    return {"start": start}
+    return {"start": await bare_send(port, total, frames)}
 
 
 # --------------------------------------------------------------------------- parent side
-
-
-def free_ports(count: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
 
 
 def spawn(mode: str, sizes: str) -> list[Any]:

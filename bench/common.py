@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import math
+import socket
 import statistics
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -99,3 +102,36 @@ def start_server(
         except OSError:
             time.sleep(0.05)
     return server, f"http://127.0.0.1:{port}"
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` ports of 127.0.0.1 free a moment ago."""
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+async def bare_send(port: int, total: int, frames: int) -> int:
+    """A bare socket's side of a transfer: ``total`` bytes in ``frames`` writes to ``port``
+    (retried until it listens); the ``perf_counter_ns`` when the first write began."""
+    for _ in range(200):
+        try:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            break
+        except OSError:
+            await asyncio.sleep(0.05)
+    sizes = [total // frames + (1 if i < total % frames else 0) for i in range(frames)]
+    chunks = [bytes(size) for size in sizes]
+    start = time.perf_counter_ns()
+    for chunk in chunks:
+        writer.write(chunk)
+        await writer.drain()
+    writer.close()
+    await writer.wait_closed()
+    del reader
+    return start
