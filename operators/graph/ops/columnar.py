@@ -197,12 +197,22 @@ def _join(node: NodeBuilder, plan: OnColumns, records: Sequence[pa.DataType]) ->
     return [each_batch(joined, unpaired, f"{node.name}: pairs")]
 
 
-def _added(node: NodeBuilder, vector: VectorExpression, records: Columns) -> pa.Array:
-    """What each record adds to its sum: a failed row adds 0 (dropped, counted)."""
+def _zeros(length: int) -> pa.Array:
+    import pyarrow as pa
+
+    return pa.repeat(pa.scalar(0, pa.int64()), length)
+
+
+def _added(
+    node: NodeBuilder, vector: VectorExpression, records: Columns, zeros: pa.Array
+) -> pa.Array:
+    """What each record adds to its sum: a failed row adds 0 (dropped, counted).
+
+    ``zeros`` (one per record) stand for the accumulator, which the added part never reads.
+    """
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    zeros = pa.repeat(pa.scalar(0, pa.int64()), len(records))
     values, failed = vector.evaluate(zeros, records)
     if failed is not None:
         # The row path leaves the accumulator as it was: the key still has its sum.
@@ -219,8 +229,8 @@ def _accumulate(node: NodeBuilder, plan: OnColumns, record: pa.DataType) -> list
 
     def adds(_time: Hashable, batch: Batch) -> Columns | None:
         records = _records(batch, record)
-        values = _added(node, vector, records)
-        zeros = pa.repeat(pa.scalar(0, pa.int64()), len(records))
+        zeros = _zeros(len(records))  # the accumulator's stand-in, then the one key
+        values = _added(node, vector, records, zeros)
         return _sent(pa.StructArray.from_arrays([zeros, values], ["k", "v"]))
 
     def total(_time: Hashable, batch: Batch) -> Columns:
@@ -247,7 +257,7 @@ def _aggregate(node: NodeBuilder, plan: OnColumns, record: pa.DataType) -> list[
             keys = _kept(keys, failed)
             if not len(records):
                 return None  # every key failed: no record reaches the fold
-        values = _added(node, fold, records)
+        values = _added(node, fold, records, _zeros(len(records)))
         return _sent(pa.StructArray.from_arrays([_one_zero(keys), values], ["key", "value"]))
 
     adding = each_batch(node.inputs[0], adds, f"{node.name}: adds")
