@@ -23,6 +23,7 @@ from service.app import (
     Event,
     InputState,
     InputView,
+    LiveStats,
     Messages,
     OutputPage,
     OutputView,
@@ -277,6 +278,44 @@ def consumer_json(view: ConsumerView) -> dict[str, Any]:
         "consumer": view.consumer,
         "committed": optional_time_json(view.committed),
         "frontier": times_json(view.frontier),
+    }
+
+
+def live_json(view: LiveStats) -> dict[str, Any]:
+    """A stats subscription's message: the dataflow's counts now and its new samples."""
+    return {
+        "type": "stats",
+        "id": view.id,
+        "status": view.status,
+        "at": view.at,
+        "operators": {
+            node: {
+                "records": [port.records for port in state.outputs],
+                "busy_seconds": state.busy_seconds,
+            }
+            for node, state in view.operators.items()
+        },
+        "inputs": {name: input_json(i) for name, i in view.inputs.items()},
+        "outputs": {name: output_json(o) for name, o in view.outputs.items()},
+        "samples": [
+            {
+                "seq": s.seq,
+                "at": s.at,
+                "seconds": s.seconds,
+                "records_in": s.records_in,
+                "records_out": s.records_out,
+                "latency": {
+                    name: {"completed": lat.completed, "mean": lat.mean, "max": lat.max}
+                    for name, lat in s.latency.items()
+                },
+                "loop_lag": s.loop_lag,
+            }
+            for s in view.samples
+        ],
+        "loop": {
+            "lag": view.loop_lag,
+            "stalls": [{"at": stall.at, "seconds": stall.seconds} for stall in view.stalls],
+        },
     }
 
 

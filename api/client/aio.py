@@ -285,6 +285,14 @@ class AsyncClient:
             f"/v1/dataflows/{dataflow}/frontiers", {"operators": str(operators).lower()}
         )
 
+    def stats(self, dataflow: str, interval: float = 1.0) -> AsyncIterator[Any]:
+        """A dataflow's stats every ``interval`` seconds: counts now, and its pace's samples.
+
+        The first message carries every sample kept (the last minutes); each later one the
+        samples taken since (``docs/api.md``, "Stats").
+        """
+        return self._stream(f"/v1/dataflows/{dataflow}/stats", {"interval": f"{interval:g}"})
+
     def events(
         self, dataflow: str, output: str, start: Any = None, *, frontier: list[Any] | None = None
     ) -> AsyncIterator[Any]:

@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator
 from aiohttp import WSCloseCode, web
 
 from api.codec import encoded_size, frontier_event
-from api.server import dataflows, explain, inputs, outputs, transactions, ui, websockets
+from api.server import dataflows, explain, inputs, outputs, stats, transactions, ui, websockets
 from api.server.auth import auth_middleware
 from api.server.context import MANAGER, SERVER, SETTINGS, SOCKETS, OpenSockets
 from api.server.forward import close_client, forward_middleware
@@ -100,6 +100,7 @@ def create_app(settings: Settings, manager: DataflowManager | None = None) -> we
             web.put(f"{an_output}/consumers/{{consumer}}", outputs.commit_consumer),
             web.delete(f"{an_output}/consumers/{{consumer}}", outputs.forget_consumer),
             web.get(f"{one}/frontiers", websockets.frontiers),
+            web.get(f"{one}/stats", stats.stats),
             web.get(f"{an_output}/events", websockets.output_events),
             web.get(f"{an_input}/push", websockets.push_stream),
             web.get("/ui/", ui.page),

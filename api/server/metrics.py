@@ -74,7 +74,21 @@ class ManagerCollector(Collector):
         for status, count in by_status.items():
             dataflows.add_metric([status], count)
         yield from self._store()
+        yield from self._loop()
         yield from (records_in, dropped_late, records_out, lag, subscribers, queued, dataflows)
+
+    def _loop(self) -> Iterator[Metric]:
+        lag = self._manager.loop_lag
+        yield GaugeMetricFamily(
+            "frontier_event_loop_lag_seconds",
+            "The event loop's worst lateness over the last second (a timer's delay)",
+            value=lag.last,
+        )
+        yield CounterMetricFamily(
+            "frontier_event_loop_stalls",
+            "Times the event loop ran nothing for 0.5 s or more",
+            lag.total_stalls,
+        )
 
     def _store(self) -> Iterator[Metric]:
         stats = self._manager.store_stats()

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import time as wallclock
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +29,7 @@ from service.app.frontiers import Feeds, FrontierWatch
 from service.app.inputs import ProducerInput, producer_input
 from service.app.journal import Journal
 from service.app.outputs import OutputLog, Sizer, sorted_times
+from service.app.pace import Pace, Sample
 from service.app.placement import Placement
 from service.app.schemas import output_schema
 from service.app.settings import Limits
@@ -99,6 +100,9 @@ class Dataflow:
         self._truncation_due = False
         self._locations: dict[tuple[tuple[int, ...], Source], _Location] = {}
         """The operator output ports the engine reports on, by scope path and source."""
+        self.pace = Pace()
+        """Its throughput and completion latency over the last minutes (sampled each second
+        by the runner)."""
 
     def summary(self) -> DataflowSummary:
         """A short description for listings."""
@@ -154,6 +158,7 @@ class Dataflow:
             self,
             output_schema(self.plan, name),
         )
+        self.pace.add_output(name)
         return log
 
     def _name_locations(self, built: BuiltGraph) -> None:
@@ -187,6 +192,10 @@ class Dataflow:
         """An input's own capability moved (its producers did something)."""
         self.env.feeds.moved(self.id, f"input:{name}", lambda: self.input_frontier(name))
 
+    def records_arrived(self, name: str, times: Iterable[Hashable]) -> None:
+        """Records entered through input ``name``: their times' latencies are followed."""
+        self.pace.arrived(times)
+
     def input_frontier(self, name: str) -> list[Hashable]:
         """An input's frontier, wherever the placement reads it."""
         first = self.first
@@ -199,6 +208,7 @@ class Dataflow:
         """An output's merged frontier moved."""
         log = self.outputs[name]
         self.env.feeds.moved(self.id, f"output:{name}", lambda: sorted_times(log.frontier()))
+        self.pace.output_moved(name, frontier.elements())
         if frontier.is_empty():
             self.maybe_completed()
 
@@ -229,6 +239,16 @@ class Dataflow:
             return
         if self.env.journal.truncate(self.id, before):
             self.truncated_before = before
+
+    def sample(self, at: float, seconds: float, loop_lag: float) -> Sample:
+        """Close one interval of its :attr:`pace` (``seconds`` long, ending ``at``)."""
+        return self.pace.sample(
+            at,
+            seconds,
+            {name: producer.records_in for name, producer in self.inputs.items()},
+            {name: log.records_out for name, log in self.outputs.items()},
+            loop_lag,
+        )
 
     # ----------------------------------------------------------------- lifecycle
 

@@ -15,11 +15,13 @@ from service.app.dataflow import Dataflow
 from service.app.errors import Gone
 from service.app.explain import Explainer, ExplainView
 from service.app.outputs import sorted_times
+from service.app.pace import LoopLag
 from service.app.views import (
     DataflowStats,
     DataflowView,
     InputState,
     InputView,
+    LiveStats,
     OperatorState,
     OutputState,
     OutputStats,
@@ -172,6 +174,33 @@ def stats(dataflow: Dataflow) -> DataflowStats:
     records_in = {name: p.records_in for name, p in dataflow.inputs.items()}
     dropped_late = {name: p.dropped_late for name, p in dataflow.inputs.items()}
     return DataflowStats(dataflow.id, dataflow.status, records_in, outputs, dropped_late)
+
+
+def live(
+    dataflow: Dataflow,
+    after: int,
+    loop: LoopLag,
+    at: float,
+    elsewhere: Mapping[str, InputView] | None = None,
+) -> LiveStats:
+    """A dataflow's state and the samples of its pace numbered after ``after``.
+
+    Inputs in the graph's order, those other processes hold (``elsewhere``) as they
+    describe them.
+    """
+    inputs = {name: producer.view() for name, producer in dataflow.inputs.items()}
+    inputs.update(elsewhere or {})
+    return LiveStats(
+        dataflow.id,
+        dataflow.status,
+        at,
+        operator_frontiers(dataflow),
+        {name: inputs[name] for name in dataflow.plan.spec.inputs() if name in inputs},
+        {name: log.view() for name, log in dataflow.outputs.items()},
+        dataflow.pace.samples_after(after),
+        loop.last,
+        list(loop.stalls),
+    )
 
 
 def explain(

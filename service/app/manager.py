@@ -14,6 +14,7 @@ frontier events its watches send are encoded by the codec the API hands it.
 from __future__ import annotations
 
 import asyncio
+import time as wallclock
 import uuid
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
@@ -27,6 +28,7 @@ from service.app.frontiers import Feeds, FrontierCodec, FrontierFeed, FrontierWa
 from service.app.inputs import ProducerInput
 from service.app.journal import journal_for
 from service.app.outputs import OutputLog, Sizer
+from service.app.pace import LoopLag
 from service.app.placement import place_inputs, placement_for
 from service.app.recovery import payload_of
 from service.app.registry import Dataflows
@@ -39,6 +41,7 @@ from service.app.views import (
     DataflowStats,
     DataflowView,
     InputView,
+    LiveStats,
     StoreStats,
 )
 
@@ -104,6 +107,11 @@ class DataflowManager:
     def running(self) -> bool:
         """Whether the workers are running."""
         return self.runner.running
+
+    @property
+    def loop_lag(self) -> LoopLag:
+        """How late the event loop runs: the last second's worst lateness, and stalls."""
+        return self.runner.loop_lag
 
     @property
     def ready(self) -> bool:
@@ -295,6 +303,17 @@ class DataflowManager:
     ) -> ExplainView:
         """Why ``time`` is not complete at ``location`` (see :func:`describe.explain`)."""
         return describing.explain(self.get(tenant, dataflow_id), location, time, elsewhere)
+
+    def live(
+        self,
+        tenant: str,
+        dataflow_id: str,
+        after: int,
+        elsewhere: Mapping[str, InputView] | None = None,
+    ) -> LiveStats:
+        """A dataflow's state now and its pace's samples after ``after`` (a stats socket's)."""
+        dataflow = self.get(tenant, dataflow_id)
+        return describing.live(dataflow, after, self.loop_lag, wallclock.time(), elsewhere)
 
     def stats(self, tenant: str | None = None) -> list[DataflowStats]:
         """What the metrics show of every dataflow (of ``tenant``, if given)."""

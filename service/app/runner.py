@@ -22,6 +22,7 @@ from service.app.dataflow import Dataflow
 from service.app.errors import ServiceError, Unavailable
 from service.app.inputs import ProducerInput
 from service.app.journal import Journal, StoreJournal
+from service.app.pace import TICK, LoopLag
 from service.app.placement import Placement
 from service.app.plugins import load_operator_plugins
 from service.app.recovery import Recovery
@@ -34,6 +35,9 @@ from service.store import StoredDataflow
 log = logging.getLogger("frontier.service")
 
 T = TypeVar("T")
+
+SAMPLE_SECONDS = 1.0
+"""How often every dataflow's pace is sampled (its throughput and latency charts' step)."""
 
 
 class Runner:
@@ -65,6 +69,8 @@ class Runner:
         self.stopping = False
         self._failure: BaseException | None = None
         self._background: list[asyncio.Task[None]] = []
+        self.loop_lag = LoopLag()
+        """How late the event loop runs (stalls included), from :meth:`_pace_loop`."""
 
     async def start(self) -> None:
         """Load the deployer's operators, open the journal, start the workers, recover."""
@@ -92,6 +98,7 @@ class Runner:
         else:
             self.ready = True
             self.recovery.issued()
+        self._background.append(loop.create_task(self._pace_loop(), name="pace"))
         limits = self.settings.limits
         bounds = (limits.staged_transaction_seconds, limits.session_grace_seconds)
         if any(math.isfinite(bound) and bound > 0 for bound in bounds):
@@ -193,6 +200,35 @@ class Runner:
     def store_stats(self) -> StoreStats | None:
         """What the metrics show of the data directory (``None`` without one)."""
         return self.journal.stats(self.recovery_seconds, self.recovery.replayed.records)
+
+    # ----------------------------------------------------------------- pace
+
+    async def _pace_loop(self, every: float = SAMPLE_SECONDS) -> None:
+        """Watch the event loop's lateness, and sample every dataflow each ``every`` seconds.
+
+        A timer set for every :data:`~service.app.pace.TICK` seconds: how late it fires is
+        how long the loop ran other things (or nothing: a stall) meanwhile.
+        """
+        loop = asyncio.get_running_loop()
+        sampled = expected = loop.time()
+        while True:
+            expected += TICK
+            await asyncio.sleep(max(0.0, expected - loop.time()))
+            now = loop.time()
+            self.loop_lag.observe(max(0.0, now - expected), wallclock.time())
+            expected = max(expected, now)  # after a stall, the next timer is a tick away
+            if now - sampled >= every:
+                self.sample_dataflows(wallclock.time(), now - sampled)
+                sampled = now
+
+    def sample_dataflows(self, at: float, seconds: float) -> None:
+        """Close an interval of ``seconds`` (ending ``at``) of every dataflow's pace."""
+        lag = self.loop_lag.take()
+        for dataflow in list(self.registry.by_id.values()):
+            try:
+                dataflow.sample(at, seconds, lag)
+            except Exception:  # a bug must not stop sampling for good: said, tried again
+                log.exception("sampling dataflow %s failed", dataflow.id)
 
     # ----------------------------------------------------------------- expiry
 

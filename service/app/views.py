@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from operators.runtime import Batch
+from service.app.pace import Sample, Stall
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,6 +207,26 @@ class DataflowStats:
     outputs: dict[str, OutputStats]
     dropped_late: dict[str, int] = field(default_factory=dict)
     """Per input: rows producers dropped as late, as their commits said."""
+
+
+@dataclass(frozen=True, slots=True)
+class LiveStats:
+    """What a stats subscription sends of a dataflow each interval: its state and pace."""
+
+    id: str
+    status: str
+    at: float
+    """When it was read (wall clock, seconds since the epoch)."""
+    operators: dict[str, OperatorState]
+    """Per node: records sent per output port and busy seconds so far (counters)."""
+    inputs: dict[str, InputView]
+    outputs: dict[str, OutputView]
+    samples: list[Sample]
+    """The samples of its pace taken since those already sent (all kept, the first time)."""
+    loop_lag: float
+    """The event loop's worst lateness in its last sample (seconds)."""
+    stalls: list[Stall]
+    """The event loop's last stalls, oldest first."""
 
 
 @dataclass(frozen=True, slots=True)

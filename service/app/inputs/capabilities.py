@@ -10,7 +10,7 @@ nothing downstream ever shows what a crash could take back.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import Any, Protocol
 
 from operators import Capability, OutputPort
@@ -23,6 +23,10 @@ class InputListener(Protocol):
 
     def input_moved(self, name: str) -> None:
         """Input ``name``'s own capability moved or was dropped."""
+        ...
+
+    def records_arrived(self, name: str, times: Iterable[Hashable]) -> None:
+        """Records at ``times`` entered the dataflow through input ``name``."""
         ...
 
 
@@ -116,6 +120,7 @@ class InputCapabilities:
         for at, records in batches:
             output.send_at(at, records)
         output.operator.touch()
+        self._listener.records_arrived(self._name, [at for at, _ in batches])
 
     def downgrade(self, capability: Capability, time: Hashable) -> None:
         """Move a session's capability to ``time``."""

@@ -48,6 +48,9 @@ class _Quiet:
     def input_moved(self, name: str) -> None:
         """Nothing to tell."""
 
+    def records_arrived(self, name: str, times: Iterable[Hashable]) -> None:
+        """Nothing to tell."""
+
 
 class ProducerInput:
     """The sessions, transactions and capabilities of one input, on its owner worker."""
