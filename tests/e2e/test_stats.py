@@ -13,14 +13,20 @@ import asyncio
 import time
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
+from jsonschema import Draft202012Validator
 from websockets.exceptions import InvalidStatus
 
 from api.client import AsyncClient
 from tests.e2e.conftest import Server, running, within, ws_connect
+
+SCHEMA = Draft202012Validator(
+    orjson.loads((Path(__file__).parents[2] / "schemas" / "stats.json").read_bytes())
+)
 
 GRAPH = {
     "nodes": {
@@ -42,7 +48,11 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 
 
 async def next_message(ws: Any, timeout: float = 5.0) -> Any:
-    return orjson.loads(await within(ws.recv(), timeout))
+    """The next message; a ``stats`` one is checked against ``schemas/stats.json``."""
+    message = orjson.loads(await within(ws.recv(), timeout))
+    if message.get("type") == "stats":
+        SCHEMA.validate(message)
+    return message
 
 
 async def samples_until(ws: Any, done: Any, timeout: float = 10.0) -> list[Any]:
