@@ -1,9 +1,10 @@
 """The dataflow page at ``/ui/``: static files, served from the package (``docs/ui.md``).
 
-The page is plain JavaScript with one vendored library (elkjs, for the graph's layout); it
-needs no build step. Its files hold no data and are the same for every tenant, so they are
-served without a token (a browser cannot send one when it opens an address): everything the
-page shows it reads from the API with the token the user gives it, as any client does.
+The page is plain JavaScript with two vendored libraries (elkjs, for the graph's layout, and
+uPlot, for its charts); it needs no build step. Its files hold no data and are the same for
+every tenant, so they are served without a token (a browser cannot send one when it opens an
+address): everything the page shows it reads from the API with the token the user gives it,
+as any client does.
 
 Only the files in :data:`ASSETS` are served, by name; nothing else of the directory is.
 """
@@ -36,6 +37,9 @@ ASSETS = {
     "style.css": Asset("style.css", "text/css"),
     "elk.bundled.js": Asset("vendor/elkjs/elk.bundled.js", "text/javascript"),
     "elkjs-LICENSE.md": Asset("vendor/elkjs/LICENSE.md", "text/plain"),
+    "uPlot.iife.min.js": Asset("vendor/uplot/uPlot.iife.min.js", "text/javascript"),
+    "uPlot.min.css": Asset("vendor/uplot/uPlot.min.css", "text/css"),
+    "uplot-LICENSE": Asset("vendor/uplot/LICENSE", "text/plain"),
     "vendor-README.md": Asset("vendor/README.md", "text/plain"),
 }
 """The page's files by the name they are served under (``/ui/<name>``)."""

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import base64
 import fnmatch
+import hashlib
+import re
 import tomllib
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -123,3 +125,21 @@ def glob_match(path: str, pattern: str) -> bool:
     """Whether ``pattern`` matches ``path`` as setuptools' globs do (``*`` within a folder)."""
     parts, wanted = path.split("/"), pattern.split("/")
     return len(parts) == len(wanted) and all(map(fnmatch.fnmatchcase, parts, wanted))
+
+
+def test_the_vendored_files_are_the_ones_the_readme_names() -> None:
+    # Each vendored file's sha256 as api/server/ui/vendor/README.md gives it: an update that
+    # forgot the table (or a file edited by hand) fails here.
+    vendor = HERE / "vendor"
+    table = (vendor / "README.md").read_text(encoding="utf-8")
+    named = re.findall(r"`([\w-]+/[\w.-]+)` \([^()]*?sha256 `([0-9a-f]{64})`\)", table)
+    assert {path for path, _ in named} >= {
+        "elkjs/elk.bundled.js",
+        "uplot/uPlot.iife.min.js",
+        "uplot/uPlot.min.css",
+        "uplot/LICENSE",
+    }
+    for path, digest in named:
+        assert hashlib.sha256((vendor / path).read_bytes()).hexdigest() == digest, path
+    served = {asset.path.removeprefix("vendor/") for asset in ASSETS.values()}
+    assert {path for path, _ in named} <= served

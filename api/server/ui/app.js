@@ -1,13 +1,19 @@
 // The dataflow page (docs/ui.md): plain JavaScript, no build step. ELK (vendored elkjs) lays
-// the graph out once per dataflow; frontier events from the WebSocket subscription and the
-// counts polled from the REST API only update a model, and the drawing catches up with it at
-// most once per animation frame (so 200 operators at 10 updates a second each cost at most
-// one redraw a frame, of the text that changed).
+// the graph out once per dataflow; uPlot (vendored) draws the charts. Frontier events and the
+// stats (counts, rates, the pace's samples) come over two WebSocket subscriptions and only
+// update a model, and the drawing catches up with it at most once per animation frame (so
+// 200 operators at 10 updates a second each cost at most one redraw a frame, of the text that
+// changed).
 "use strict";
 
 (() => {
   const TOKEN_KEY = "frontier.token";
-  const POLL_MS = 1000;
+  const STATS_SECONDS = 1; // the stats subscription's interval
+  const SILENT_MS = 3000; // no stats for this long: the server may be stalled
+  const CHART_SECONDS = 300; // the charts' window: the five minutes the server keeps
+  const STALL_SHOWN_S = 300; // a stall is shown for this long after it
+  const CHART_WIDTH = 300;
+  const CHART_HEIGHT = 120;
   const BUSY_HIGH = 0.5; // a node busier than this share of the last interval is marked
   const LIST_MS = 5000;
   const NODE_WIDTH = 200;
@@ -22,8 +28,14 @@
 
   // What the tests (and anyone curious) can read: how often the page drew and laid out.
   const stats = {
-    ready: false, explains: 0, draws: 0, updates: 0, layouts: 0, polls: 0,
-    dataflow: null, held: [], lastError: null,
+    ready: false, explains: 0, draws: 0, updates: 0, layouts: 0, statsMessages: 0, samples: 0,
+    dataflow: null, held: [], lastError: null, loop: null,
+    // A chart's plotted data (by key: "input:<name>:throughput", "output:<name>:throughput",
+    // "output:<name>:latency"): what it shows, for the tests.
+    chart: (key) => {
+      const chart = state.charts.get(key);
+      return chart ? { series: chart.series.slice(1).map((s) => s.label), data: chart.data } : null;
+    },
   };
   window.frontierUI = stats;
 
@@ -32,9 +44,16 @@
     dataflow: null, // {id, graph model}
     generation: 0, // bumped on every switch of dataflow: stale answers are dropped
     ws: null,
+    statsWs: null,
     frontiers: new Map(), // location -> frontier (JSON text)
     counts: new Map(), // node -> {in, out, busy, inRate, outRate, busyShare}
-    previous: null, // {at, perNode: Map(node -> {in, out, busy})}
+    previous: null, // {at (the server's clock, s), perNode: Map(node -> {in, out, busy})}
+    heard: 0, // performance.now() of the last stats message
+    loop: { lag: null, stalls: [] }, // the server's event loop, as the last message said
+    panels: new Map(), // "input:<name>" / "output:<name>" -> {el, parts, shown}
+    charts: new Map(), // chart key -> uPlot
+    series: new Map(), // chart key -> [xs, ...ys] (the last CHART_SECONDS of samples)
+    lastSeq: -1, // the last sample received
     dirty: new Set(), // locations and "counts:<node>" to redraw
     frame: 0,
     liveEls: new Map(), // location -> [elements showing its frontier]
@@ -48,7 +67,7 @@
     explained: null, // {location, time} of the explanation shown: refreshed as frontiers move
     explaining: false, // a request for it is in flight
     explainAgain: false, // frontiers moved while it was
-    pollTimer: 0,
+    silenceTimer: 0,
   };
 
   const $ = (id) => document.getElementById(id);
@@ -307,8 +326,8 @@
     const body = s("rect", { class: "body", width: laid.width, height: laid.height, rx: 5 });
     body.addEventListener("click", () => select(node.name));
     g.append(body);
-    // The busy bar: along the box's bottom edge, as wide as the share of the last poll's
-    // interval spent running the node.
+    // The busy bar: along the box's bottom edge, as wide as the share of the last second
+    // (between two stats messages) spent running the node.
     const track = laid.width - 2 * PAD;
     g.append(s("rect", { class: "busy-track", x: PAD, y: laid.height - 5, width: track, height: 3 }));
     const bar = s("rect", { class: "busy-bar", x: PAD, y: laid.height - 5, width: 0, height: 3 });
@@ -406,7 +425,12 @@
       const text = state.frontiers.get(key);
       for (const el of state.liveEls.get(key) || []) {
         const shown = `${el.dataset.label} ▸ ${text}`;
-        if (el.textContent !== shown) el.textContent = shown;
+        if (el.textContent !== shown) {
+          el.textContent = shown;
+          el.removeAttribute("textLength");
+          el.removeAttribute("lengthAdjust");
+          counted.push(el);
+        }
         el.dataset.frontier = text;
       }
       for (const el of state.panelEls.get(key) || []) {
@@ -417,8 +441,8 @@
     fitCounts(counted);
   }
 
-  // A counts line never runs out of its box: if it is wider than the room left of the box's
-  // padding, its glyphs are squeezed to that width (all the reads before any write).
+  // A counts or frontier line never runs out of its box: if it is wider than the room left of
+  // the box's padding, its glyphs are squeezed to that width (all the reads before any write).
   function fitCounts(elements) {
     const room = NODE_WIDTH - 2 * PAD;
     const wide = elements.filter((el) => el.getComputedTextLength() > room);
@@ -480,52 +504,62 @@
     };
   }
 
-  async function poll(generation) {
-    const model = state.dataflow;
-    try {
-      const base = `/v1/dataflows/${encodeURIComponent(model.id)}`;
-      const description = await api(`${base}?operators=true`);
-      const inputs = await Promise.all(
-        Object.keys(description.inputs).map((name) => api(`${base}/inputs/${encodeURIComponent(name)}`)));
-      const outputs = await Promise.all(
-        Object.keys(description.outputs).map((name) => api(`${base}/outputs/${encodeURIComponent(name)}`)));
+  // The stats subscription: the counters now and the samples of the dataflow's pace, once a
+  // second (docs/api.md, "Stats"). The first message carries the last five minutes.
+  function connectStats(generation) {
+    const id = state.dataflow.id;
+    const scheme = location.protocol === "https:" ? "wss" : "ws";
+    const url = `${scheme}://${location.host}/v1/dataflows/${encodeURIComponent(id)}/stats?interval=${STATS_SECONDS}`;
+    const ws = new WebSocket(url, socketProtocols());
+    ws.binaryType = "arraybuffer";
+    const decoder = new TextDecoder();
+    state.statsWs = ws;
+    ws.onmessage = (message) => {
       if (generation !== state.generation) return;
-      stats.polls += 1;
-      updateCounts(model, description);
-      renderPanels(inputs, outputs);
-    } catch (error) {
-      if (generation !== state.generation) return;
-      if (!(error instanceof Unauthorized)) fail(error);
-      if (error.status === 404 || error.status === 410) return; // the dataflow is gone
-    }
-    if (generation === state.generation) {
-      state.pollTimer = setTimeout(() => poll(generation), POLL_MS);
-    }
+      const data = typeof message.data === "string" ? message.data : decoder.decode(message.data);
+      const event = JSON.parse(data);
+      if (event.type !== "stats") return;
+      state.heard = performance.now();
+      stats.statsMessages += 1;
+      updateCounts(state.dataflow, event);
+      updatePanels(event);
+      addSamples(event.samples);
+      state.loop = { lag: event.loop.lag, stalls: event.loop.stalls };
+      showLoop();
+    };
+    ws.onclose = (close) => {
+      if (state.statsWs !== ws || generation !== state.generation) return;
+      state.statsWs = null;
+      if (close.code === 4410 || close.code === 4404) return; // the dataflow is gone
+      setTimeout(() => {
+        if (generation === state.generation && state.statsWs === null) connectStats(generation);
+      }, 1000);
+    };
   }
 
-  function updateCounts(model, description) {
-    const now = performance.now();
-    const outOf = new Map(); // "node:port" -> records out of that port
-    for (const [name, operator] of Object.entries(description.operators || {})) {
-      operator.outputs.forEach((port, index) => outOf.set(`${name}:${index}`, port.records));
-    }
+  function updateCounts(model, message) {
     const perNode = new Map();
     for (const node of model.nodes.values()) perNode.set(node.name, { in: 0, out: 0, busy: 0 });
-    for (const [name, operator] of Object.entries(description.operators || {})) {
-      if (perNode.has(name)) perNode.get(name).busy = operator.busy_seconds || 0;
+    const outOf = new Map(); // "node:port" -> records out of that port
+    for (const [name, operator] of Object.entries(message.operators)) {
+      operator.records.forEach((records, index) => outOf.set(`${name}:${index}`, records));
+      if (perNode.has(name)) perNode.get(name).busy = operator.busy_seconds;
     }
-    for (const [key, records] of outOf) perNode.get(parsePort(key).node).out += records;
+    for (const [key, records] of outOf) {
+      const node = perNode.get(parsePort(key).node);
+      if (node) node.out += records;
+    }
     for (const edge of model.edges) perNode.get(edge.to.node).in += outOf.get(portName(edge.from)) || 0;
-    for (const [name, input] of Object.entries(description.inputs)) {
+    for (const [name, input] of Object.entries(message.inputs)) {
       if (perNode.has(name)) perNode.get(name).in = input.records_in;
     }
-    for (const [name, output] of Object.entries(description.outputs)) {
+    for (const [name, output] of Object.entries(message.outputs)) {
       if (perNode.has(name)) perNode.get(name).out = output.records_out;
     }
     const previous = state.previous;
+    const seconds = previous ? message.at - previous.at : 0; // the server's clock
     for (const [name, c] of perNode) {
       const before = previous && previous.perNode.get(name);
-      const seconds = previous ? (now - previous.at) / 1000 : 0;
       const shown = state.counts.get(name);
       const inRate = before && seconds > 0 ? (c.in - before.in) / seconds : null;
       const outRate = before && seconds > 0 ? (c.out - before.out) / seconds : null;
@@ -537,7 +571,7 @@
         state.dirty.add(`counts:${name}`);
       }
     }
-    state.previous = { at: now, perNode };
+    state.previous = { at: message.at, perNode };
     scheduleDraw();
   }
 
@@ -547,32 +581,179 @@
     return el;
   }
 
-  function renderPanels(inputs, outputs) {
-    state.panelEls = new Map();
+  // Each input's and output's panel is made once (its charts live in it) and then only the
+  // parts whose content changed are rewritten.
+  function panel(kind, name, message) {
+    const key = `${kind}:${name}`;
+    let made = state.panels.get(key);
+    if (made) return made;
+    const parts = {
+      title: h("h3", {}, name),
+      counts: h("div", { class: "counts" }),
+      readers: h("div", { class: "readers" }),
+    };
+    const el = h("div", { class: "panel", dataset: { [kind]: name } },
+      parts.title, h("div", {}, "frontier ", liveFrontier(key)), parts.counts, parts.readers);
+    $(kind === "input" ? "inputs" : "outputs").append(el);
+    made = { el, parts, shown: new Map() };
+    state.panels.set(key, made);
+    // Its charts, under the graph: inputs' first, in the graph's order.
+    const charts = [h("div", { class: "chart", dataset: { chart: `${key}:throughput`, kind } })];
+    if (kind === "output") charts.push(h("div", { class: "chart", dataset: { chart: `${key}:latency`, kind } }));
+    const strip = $("pace");
+    const firstOutput = strip.querySelector('[data-kind="output"]');
+    for (const chartEl of charts) {
+      strip.insertBefore(chartEl, kind === "input" ? firstOutput : null);
+      makeChart(chartEl, kind, name);
+    }
+    return made;
+  }
+
+  // Set an element's content only when what it shows changed (``what`` is its JSON).
+  function show(made, part, what, render) {
+    const text = JSON.stringify(what);
+    if (made.shown.get(part) === text) return;
+    made.shown.set(part, text);
+    made.parts[part].replaceChildren(...[render()].flat().filter((c) => c !== null));
+  }
+
+  function updatePanels(message) {
     const counts = (name, which) => {
       const c = state.counts.get(name);
       return c ? `${compact(c[which])} (${rate(c[`${which}Rate`])})` : "–";
     };
-    $("inputs").replaceChildren(...inputs.map((input) => h("div", { class: "panel", dataset: { input: input.input } },
-      h("h3", {}, input.input, input.closed ? " (closed)" : ""),
-      h("div", {}, "frontier ", liveFrontier(`input:${input.input}`)),
-      h("div", {}, `records in ${counts(input.input, "in")}`),
-      h("div", {}, `open sessions: ${input.sessions.length}`),
-      input.sessions.length ? h("ul", { class: "sessions" },
-        input.sessions.map((session) => h("li", { dataset: { session: session.session } },
-          h("code", {}, session.session), " at ", h("code", {}, timeText(session.time))))) : null,
-      input.transactions.length ? h("div", {}, `open transactions: ${input.transactions.length} (${input.staged} records staged)`) : null)));
-    $("outputs").replaceChildren(...outputs.map((output) => h("div", { class: "panel", dataset: { output: output.output } },
-      h("h3", {}, output.output),
-      h("div", {}, "frontier ", liveFrontier(`output:${output.output}`)),
-      h("div", {}, `records out ${counts(output.output, "out")}, ${compact(output.retained)} retained`),
-      h("div", { class: "subscribers" }, `subscribers: ${output.subscribers.length}`),
-      output.subscribers.length ? h("ul", {}, output.subscribers.map((sub) => h("li", {},
-        `${sub.queued} queued, resume at `, h("code", {}, frontierText(sub.resume))))) : null,
-      h("div", { class: "consumers" }, `consumers: ${output.consumers.length}`),
-      output.consumers.length ? h("ul", {}, output.consumers.map((consumer) => h("li", { dataset: { consumer: consumer.consumer } },
-        h("code", {}, consumer.consumer), " committed ",
-        h("code", {}, consumer.committed === null ? "nothing" : timeText(consumer.committed))))) : null)));
+    for (const [name, input] of Object.entries(message.inputs)) {
+      const made = panel("input", name, message);
+      show(made, "title", [input.closed], () => [name, input.closed ? " (closed)" : ""]);
+      show(made, "counts", counts(name, "in"), () => `records in ${counts(name, "in")}`);
+      show(made, "readers", [input.sessions, input.transactions, input.staged], () => [
+        h("div", {}, `open sessions: ${input.sessions.length}`),
+        input.sessions.length ? h("ul", { class: "sessions" },
+          input.sessions.map((session) => h("li", { dataset: { session: session.session } },
+            h("code", {}, session.session), " at ", h("code", {}, timeText(session.time))))) : null,
+        input.transactions.length ? h("div", {}, `open transactions: ${input.transactions.length} (${input.staged} records staged)`) : null,
+      ]);
+    }
+    for (const [name, output] of Object.entries(message.outputs)) {
+      const made = panel("output", name, message);
+      show(made, "counts", [counts(name, "out"), output.retained],
+        () => `records out ${counts(name, "out")}, ${compact(output.retained)} retained`);
+      show(made, "readers", [output.subscribers, output.consumers], () => [
+        h("div", { class: "subscribers" }, `subscribers: ${output.subscribers.length}`),
+        output.subscribers.length ? h("ul", {}, output.subscribers.map((sub) => h("li", {},
+          `${sub.queued} queued, resume at `, h("code", {}, frontierText(sub.resume))))) : null,
+        h("div", { class: "consumers" }, `consumers: ${output.consumers.length}`),
+        output.consumers.length ? h("ul", {}, output.consumers.map((consumer) => h("li", { dataset: { consumer: consumer.consumer } },
+          h("code", {}, consumer.consumer), " committed ",
+          h("code", {}, consumer.committed === null ? "nothing" : timeText(consumer.committed))))) : null,
+      ]);
+    }
+  }
+
+  // ------------------------------------------------------------------ charts
+
+  const seconds = (s) => (s === null ? "–" : s < 1 ? `${Math.round(s * 1000)} ms` : `${s.toFixed(s < 10 ? 2 : 1)} s`);
+
+  function makeChart(el, kind, name) {
+    const key = el.dataset.chart;
+    const latency = key.endsWith(":latency");
+    const series = latency
+      ? [{ label: "mean", stroke: "#0969da" }, { label: "max", stroke: "#bc4c00" }]
+      : [{ label: kind === "input" ? "in" : "out", stroke: "#1a7f37", fill: "rgba(26,127,55,0.08)" }];
+    const options = {
+      title: `${name} · ${latency ? "completion latency" : kind === "input" ? "records in/s" : "records out/s"}`,
+      width: CHART_WIDTH,
+      height: CHART_HEIGHT,
+      legend: { show: true },
+      cursor: { drag: { x: false, y: false } },
+      scales: {
+        // The last minute at first, growing with the samples up to the last five minutes.
+        x: {
+          time: true,
+          range: (u, min, max) => {
+            if (max === null || !Number.isFinite(max)) return [Date.now() / 1000 - 60, Date.now() / 1000]; // no samples yet
+            return [max - Math.min(CHART_SECONDS, Math.max(60, max - min)), max];
+          },
+        },
+        y: { range: (u, min, max) => [0, max > 0 ? max * 1.1 : 1] },
+      },
+      axes: [
+        { space: 70, values: (u, values) => values.map((v) => clock(v)) },
+        { size: 58, values: (u, values) => values.map((v) => (latency ? seconds(v) : compact(v, true))) },
+      ],
+      series: [{ label: "at", value: (u, v) => (v === null || v === undefined ? "–" : clock(v)) }, ...series.map((s) => ({
+        ...s, width: 1.5, spanGaps: false,
+        points: { show: latency, size: 4 },
+        value: (u, v) => (v === null || v === undefined ? "–" : latency ? seconds(v) : `${compact(v, true)}/s`),
+      }))],
+    };
+    const data = state.series.get(key) || [[], ...series.map(() => [])];
+    state.series.set(key, data);
+    state.charts.set(key, new uPlot(options, data, el));
+  }
+
+  // New samples of the pace: one point a second per chart, the last CHART_SECONDS kept.
+  function addSamples(samples) {
+    const fresh = samples.filter((sample) => sample.seq > state.lastSeq);
+    if (!fresh.length) return;
+    state.lastSeq = fresh[fresh.length - 1].seq;
+    stats.samples += fresh.length;
+    const push = (key, x, ...ys) => {
+      const data = state.series.get(key);
+      if (!data) return;
+      data[0].push(x);
+      ys.forEach((y, index) => data[index + 1].push(y));
+    };
+    for (const sample of fresh) {
+      const per = sample.seconds > 0 ? sample.seconds : 1;
+      for (const [name, records] of Object.entries(sample.records_in)) push(`input:${name}:throughput`, sample.at, records / per);
+      for (const [name, records] of Object.entries(sample.records_out)) {
+        push(`output:${name}:throughput`, sample.at, records / per);
+        const latency = sample.latency[name];
+        push(`output:${name}:latency`, sample.at, latency ? latency.mean : null, latency ? latency.max : null);
+      }
+    }
+    const newest = fresh[fresh.length - 1].at;
+    for (const [key, data] of state.series) {
+      let drop = 0;
+      while (drop < data[0].length && data[0][drop] < newest - CHART_SECONDS) drop += 1;
+      if (drop) for (const column of data) column.splice(0, drop);
+      const chart = state.charts.get(key);
+      if (chart) chart.setData(data);
+    }
+  }
+
+  // ------------------------------------------------------------------ the server's loop
+
+  const clock = (at) => new Date(at * 1000).toLocaleTimeString([], { hour12: false });
+
+  // What the page says of the server's event loop: silent (no stats for SILENT_MS: it may be
+  // stalled right now), a recent stall (the server said so once it ran again), or its lag.
+  function showLoop() {
+    const el = $("loop");
+    let kind;
+    let text;
+    const silent = state.heard ? performance.now() - state.heard : 0;
+    const recent = state.loop.stalls.filter((stall) => Date.now() / 1000 - stall.at < STALL_SHOWN_S);
+    if (state.dataflow === null || state.heard === 0) {
+      kind = "none";
+      text = "";
+    } else if (silent > SILENT_MS) {
+      kind = "silent";
+      text = `no word from the server for ${Math.floor(silent / 1000)} s: its event loop may be stalled`;
+    } else if (recent.length) {
+      const last = recent[recent.length - 1];
+      kind = "stalled";
+      text = `event loop stalled ${seconds(last.seconds)} at ${clock(last.at)}`
+        + (recent.length > 1 ? ` (${recent.length} stalls in ${STALL_SHOWN_S / 60} min)` : "")
+        + ` · lag ${seconds(state.loop.lag)}`;
+    } else {
+      kind = "ok";
+      text = `event loop lag ${seconds(state.loop.lag)}`;
+    }
+    if (el.textContent !== text) el.textContent = text;
+    el.dataset.state = kind;
+    stats.loop = { state: kind, text };
   }
 
   // ------------------------------------------------------------------ the explanation
@@ -739,16 +920,27 @@
 
   function stop() {
     state.generation += 1;
-    clearTimeout(state.pollTimer);
-    if (state.ws) {
-      const ws = state.ws;
-      state.ws = null;
-      ws.close(1000);
+    for (const which of ["ws", "statsWs"]) {
+      const ws = state[which];
+      state[which] = null;
+      if (ws) ws.close(1000);
     }
+    for (const chart of state.charts.values()) chart.destroy();
+    state.charts = new Map();
+    state.series = new Map();
+    state.panels = new Map();
+    state.panelEls = new Map();
+    state.lastSeq = -1;
+    state.heard = 0;
+    state.loop = { lag: null, stalls: [] };
+    $("inputs").replaceChildren();
+    $("outputs").replaceChildren();
+    $("pace").replaceChildren();
     state.frontiers = new Map();
     state.counts = new Map();
     state.previous = null;
     state.dirty = new Set();
+    showLoop();
   }
 
   async function open(id) {
@@ -779,7 +971,7 @@
       fit();
       stats.dataflow = id;
       connect(generation);
-      poll(generation);
+      connectStats(generation);
     } catch (error) {
       if (!(error instanceof Unauthorized)) fail(error);
     }
@@ -820,5 +1012,6 @@
     if (id) open(id);
   });
   setInterval(() => { if (!$("token-form").hidden) return; listDataflows(); }, LIST_MS);
+  setInterval(showLoop, 500); // silence is noticed without a message
   start();
 })();

@@ -6,7 +6,7 @@ subscribers and consumers are shown; clicking an operator and entering a time sh
 explanation and highlights the operator that holds the time back; with 200 operators and
 10 frontier updates a second on every port it draws at most once a frame, never lays the
 graph out again, and still answers a click. A slow node shows its busy share of the last
-poll's interval as a bar and in its tooltip. On a server with tokens it asks for one, and
+second as a bar and in its tooltip. On a server with tokens it asks for one, and
 keeps it for the browser's session.
 """
 
@@ -141,7 +141,7 @@ def test_the_page_shows_the_dataflow_live(
     call(server, "POST", f"{base}/inputs/numbers/sessions/{session}/advance", {"time": 3})
     wait_for(browser, lambda b: shown_frontier(b, "output:out") == "[3]", 1.0, "frontier [3]")
     assert shown_frontier(browser, "operator:numbers:0") == "[3]"
-    # Counts follow (polled each second): numbers gave out 3 records.
+    # Counts follow (the stats subscription, each second): numbers gave out 3 records.
     wait_for(
         browser,
         lambda b: (
@@ -365,6 +365,8 @@ def test_the_page_asks_for_a_token_and_keeps_it(
         assert console_errors(browser) == []
         quoted = quote(dataflow)
         assert browser.execute_script("return location.hash") == f"#{quoted}"
+        # Leave the page before its server stops (it would try to reconnect, and say so).
+        browser.get("about:blank")
 
 
 def test_the_page_shows_the_dataflows_name_and_its_operators_names(
@@ -405,16 +407,17 @@ CHAIN3 = {
 BIG = 250_000
 
 
-def box_overflow(browser: Any, node: str) -> Any:
-    """How far the counts text of ``node`` sticks out of its box's left and right edges."""
+def box_overflow(browser: Any, node: str, line: str = "text.counts") -> Any:
+    """How far a text line (``line``: the counts) of ``node`` sticks out of its box's edges."""
     return browser.execute_script(
         'const g = document.querySelector(`#graph [data-node="${arguments[0]}"]`);'
         "const box = g.querySelector('rect.body').getBBox();"
-        "const text = g.querySelector('text.counts').getBBox();"
-        "return {text: g.querySelector('text.counts').textContent,"
+        "const el = g.querySelector(arguments[1]), text = el.getBBox();"
+        "return {text: el.textContent,"
         " left: box.x - text.x, right: text.x + text.width - (box.x + box.width),"
         " top: box.y - text.y, bottom: text.y + text.height - (box.y + box.height)}",
         node,
+        line,
     )
 
 
@@ -426,7 +429,7 @@ def test_the_counts_stay_inside_their_boxes(
     session = call(server, "POST", f"{base}/inputs/src/sessions", {"start": 0})["session"]
     open_page(browser, server, dataflow, set(CHAIN3["graph"]["nodes"]))  # type: ignore[call-overload]
     wait_for(browser, lambda b: "out 0 " in counts_text(b, "double"), 5, "the first counts")
-    # A quarter of a million records through the map within one poll of the page.
+    # A quarter of a million records through the map within one second of the page's stats.
     chunk = 50_000
     for seq, start in enumerate(range(0, BIG, chunk), 1):
         records = [[1, i] for i in range(start, start + chunk)]
@@ -437,7 +440,7 @@ def test_the_counts_stay_inside_their_boxes(
             {"seq": seq, "records": records},
         )
     call(server, "POST", f"{base}/inputs/src/sessions/{session}/advance", {"time": 2})
-    # Compact: 250k, and the rates (thousands a second in the poll that saw them arrive).
+    # Compact: 250k, and the rates (thousands a second in the stats that saw them arrive).
     shown = wait_for(
         browser,
         lambda b: (
@@ -605,7 +608,7 @@ def test_a_busy_node_shows_its_share_of_the_last_second(
     base = f"/v1/dataflows/{dataflow}"
     session = call(server, "POST", f"{base}/inputs/src/sessions", {"start": 0})["session"]
     open_page(browser, server, dataflow, set(SLOW["graph"]["nodes"]))  # type: ignore[call-overload]
-    # Two polls: the share of the interval between them is known (an en dash before).
+    # Two stats messages: the share of the interval between them is known (an en dash before).
     wait_for(browser, lambda b: busy_shown(b, "slow")["share"] is not None, 5, "a first share")
     stop = threading.Event()
 
@@ -642,4 +645,35 @@ def test_a_busy_node_shows_its_share_of_the_last_second(
     idle = busy_shown(browser, "idle")
     assert idle["share"] is not None and 0 <= float(idle["share"]) <= 1
     assert idle["bar"] == pytest.approx(float(idle["share"]) * idle["track"], abs=0.01)
+    assert console_errors(browser) == []
+
+
+PRODUCTS = {
+    "name": "products",
+    "graph": {
+        "time": {"product": ["u64", "u64"]},
+        "nodes": {"src": {"op": "input"}, "sink": {"op": "output"}},
+        "edges": [["src", "sink"]],
+    },
+}
+
+
+def test_a_long_frontier_stays_inside_its_box(
+    server: Server, browser: Any, screenshot: Callable[[str], Path]
+) -> None:
+    """Six incomparable product times: a frontier line far wider than its box, squeezed."""
+    dataflow = call(server, "POST", "/v1/dataflows", PRODUCTS)["id"]
+    base = f"/v1/dataflows/{dataflow}/inputs/src/sessions"
+    times = [[k, 5 - k] for k in range(6)]
+    sessions = [call(server, "POST", base, {"start": [0, 0]})["session"] for _ in times]
+    open_page(browser, server, dataflow, {"src", "sink"})
+    for session, at in zip(sessions, times, strict=True):
+        call(server, "POST", f"{base}/{session}/advance", {"time": at})
+    text = "[[0,5], [1,4], [2,3], [3,2], [4,1], [5,0]]"
+    wait_for(browser, lambda b: shown_frontier(b, "output:sink") == text, 5, "the long frontier")
+    for node, line in (("src", "text.frontier"), ("sink", "text.frontier")):
+        overflow = box_overflow(browser, node, line)
+        assert overflow["text"].endswith(text)
+        assert max(overflow["left"], overflow["right"]) <= 0.5, overflow
+    screenshot("long-frontier")
     assert console_errors(browser) == []
