@@ -25,7 +25,7 @@ from api.cli.managing import consumers, dataflows, input_group, sessions
 from api.cli.producing import push, submit
 from api.cli.rescaling import rescale
 from api.cli.serving import DEMO_GRAPH, GC_GEN0_THRESHOLD, serve
-from api.cli.watching import tail, watch, why, why_tree
+from api.cli.watching import stats, tail, watch, why, why_tree
 
 
 @click.group(cls=FrontierGroup)
@@ -57,6 +57,7 @@ main.add_command(submit)
 main.add_command(push)
 main.add_command(watch)
 main.add_command(tail)
+main.add_command(stats)
 main.add_command(why)
 main.add_command(dataflows)
 main.add_command(input_group)

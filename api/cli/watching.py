@@ -1,8 +1,9 @@
-"""``frontier watch``, ``tail`` and ``why``: a dataflow's frontiers, outputs and hold-ups."""
+"""``frontier watch``, ``tail``, ``stats``, ``why``: frontiers, outputs, pace and hold-ups."""
 
 from __future__ import annotations
 
 import sys
+import time as wallclock
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -143,6 +144,110 @@ def tail(
                 sys.stdout.flush()
 
     asyncio_run(go())
+
+
+@click.command()
+@click.argument("dataflow")
+@click.option(
+    "--interval",
+    type=click.FloatRange(0.25, 60),
+    default=1.0,
+    show_default=True,
+    help="Seconds between the server's messages.",
+)
+@json_option
+@url_option
+@token_option
+def stats(
+    dataflow: str, interval: float, as_json: bool, url: str | None, token: str | None
+) -> None:
+    """Print a dataflow's pace each second, until it is dropped.
+
+    One line per second the server sampled: records in and out per second per input and
+    output, the completion latency of the times each output completed (mean and longest),
+    and the event loop's lag; the minutes the server kept come first. A stall of the
+    server's event loop gets a line of its own. With --json, the stats messages as JSON lines
+    (docs/api.md, "Stats").
+    """
+
+    async def go() -> None:
+        async with AsyncClient(server_url(url), bearer_token(token)) as client:
+            id = await dataflow_id(client, dataflow)
+            told: set[tuple[float, float]] = set()
+            async for message in to_the_end(client.stats(id, interval), client.url):
+                if as_json:
+                    print_line(message)
+                elif message.get("type") == "closed":
+                    click.echo(f"closed: {message.get('reason')}")
+                else:
+                    for sample in message["samples"]:
+                        click.echo(sample_line(sample))
+                    for stall in message["loop"]["stalls"]:
+                        key = (stall["at"], stall["seconds"])
+                        if key not in told:
+                            told.add(key)
+                            click.echo(stall_line(stall))
+                sys.stdout.flush()
+
+    asyncio_run(go())
+
+
+def _clock(at: float) -> str:
+    return wallclock.strftime("%H:%M:%S", wallclock.localtime(at))
+
+
+def _seconds(value: float) -> str:
+    """A duration as people read it.
+
+    >>> _seconds(0.0123), _seconds(1.5), _seconds(12.25)
+    ('12 ms', '1.50 s', '12.2 s')
+    """
+    if value < 1:
+        return f"{round(value * 1000)} ms"
+    return f"{value:.2f} s" if value < 10 else f"{value:.1f} s"
+
+
+def _per_second(count: int, seconds: float) -> str:
+    """Records per second, compact (``950/s``, ``96.2k/s``, ``6.2M/s``).
+
+    >>> _per_second(3, 1.0), _per_second(96_200, 1.0), _per_second(12_400_000, 2.0)
+    ('3/s', '96.2k/s', '6.2M/s')
+    """
+    rate = count / seconds if seconds > 0 else 0.0
+    for size, unit in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if rate >= size * 0.9995:
+            scaled = rate / size
+            return f"{scaled:.1f}{unit}/s" if scaled < 99.95 else f"{scaled:.0f}{unit}/s"
+    return f"{rate:.0f}/s"
+
+
+def sample_line(sample: dict[str, Any]) -> str:
+    """One sample of a dataflow's pace as a line.
+
+    >>> sample_line({"at": 0, "seconds": 1.0, "records_in": {"x": 1200},
+    ...     "records_out": {"out": 600}, "latency": {"out": {"completed": 2, "mean": 0.012,
+    ...     "max": 0.02}}, "loop_lag": 0.001})[9:]
+    'in x 1.2k/s · out out 600/s, latency 12 ms (max 20 ms, 2 times) · loop lag 1 ms'
+    """
+    seconds = sample["seconds"]
+    parts = [f"in {name} {_per_second(n, seconds)}" for name, n in sample["records_in"].items()]
+    for name, n in sample["records_out"].items():
+        shown = f"out {name} {_per_second(n, seconds)}"
+        done = sample["latency"].get(name)
+        if done is not None:
+            times = "1 time" if done["completed"] == 1 else f"{done['completed']} times"
+            shown += f", latency {_seconds(done['mean'])} (max {_seconds(done['max'])}, {times})"
+        parts.append(shown)
+    parts.append(f"loop lag {_seconds(sample['loop_lag'])}")
+    return f"{_clock(sample['at'])} " + " · ".join(parts)
+
+
+def stall_line(stall: dict[str, Any]) -> str:
+    """A stall of the server's event loop as a line."""
+    return (
+        f"{_clock(stall['at'])} the server's event loop stalled {_seconds(stall['seconds'])}: "
+        "it answered nothing meanwhile"
+    )
 
 
 def _time_argument(value: str, flag: str) -> Any:

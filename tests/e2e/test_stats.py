@@ -10,6 +10,10 @@ and in ``/metrics``.
 from __future__ import annotations
 
 import asyncio
+import re
+import subprocess
+import sys
+import threading
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -22,7 +26,7 @@ from jsonschema import Draft202012Validator
 from websockets.exceptions import InvalidStatus
 
 from api.client import AsyncClient
-from tests.e2e.conftest import Server, running, within, ws_connect
+from tests.e2e.conftest import REPO, Server, running, within, ws_connect
 
 SCHEMA = Draft202012Validator(
     orjson.loads((Path(__file__).parents[2] / "schemas" / "stats.json").read_bytes())
@@ -199,3 +203,84 @@ async def test_an_unknown_dataflow_is_a_404(server: Server) -> None:
             pass
     assert refused.value.response.status_code == 404
     assert orjson.loads(refused.value.response.body or b"{}")["detail"] == "no dataflow 'nope'"
+
+
+def stats_cli(server: Server, *args: str) -> subprocess.Popen[str]:
+    """``frontier stats`` against the server, its lines read as they come."""
+    command = [sys.executable, "-m", "api", "stats", *args, "--url", server.url]
+    return subprocess.Popen(
+        command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
+def lines_until(process: subprocess.Popen[str], done: Any, timeout: float = 15.0) -> list[str]:
+    """The CLI's lines until ``done(line)`` holds for one (read in a thread, with a deadline)."""
+    lines: list[str] = []
+    found = threading.Event()
+
+    def read() -> None:
+        assert process.stdout is not None
+        for line in process.stdout:
+            lines.append(line.rstrip("\n"))
+            if done(lines[-1]):
+                found.set()
+                return
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    assert found.wait(timeout), f"not within {timeout} s: {lines}"
+    return lines
+
+
+async def test_the_cli_prints_the_pace_and_the_stalls(server: Server) -> None:
+    async with AsyncClient(server.url) as client:
+        dataflow = (await client.create_dataflow(GRAPH, name="cli-paced"))["id"]
+        session = await client.session(dataflow, "numbers", start=0)
+        process = stats_cli(server, "cli-paced", "--interval", "0.25")  # by its name
+        try:
+            await session.push([[0, n] for n in range(3000)])
+            await asyncio.sleep(0.5)
+            await session.advance(1)
+            latency = r"latency (\d+) ms \(max (\d+) ms, 1 time\)"
+            line = re.compile(
+                rf"\d\d:\d\d:\d\d in numbers (\d+(\.\d)?k?)/s · out out (\d+(\.\d)?k?)/s, "
+                rf"{latency} · loop lag \d+ ms"
+            )
+            lines = await asyncio.to_thread(lines_until, process, line.fullmatch)
+            found = line.fullmatch(lines[-1])
+            assert found is not None
+            assert 500 <= int(found[5]) == int(found[6]) < 1500, lines[-1]
+            # A stall of the loop: a line of its own.
+            await session.push([[1, {"sleep": 1.2}]])
+            stalled = re.compile(
+                r"\d\d:\d\d:\d\d the server's event loop stalled (\d\.\d\d) s: "
+                "it answered nothing meanwhile"
+            )
+            lines = await asyncio.to_thread(lines_until, process, stalled.fullmatch)
+            found = stalled.fullmatch(lines[-1])
+            assert found is not None and 1.05 <= float(found[1]) < 2.5, lines[-1]
+        finally:
+            process.terminate()
+            process.communicate(timeout=10)  # and its pipes closed
+        # --json: the messages themselves; the drop ends it with "closed" and exit 0.
+        process = stats_cli(server, dataflow, "--json")
+        try:
+            first = await asyncio.to_thread(lines_until, process, lambda line: True)
+            SCHEMA.validate(orjson.loads(first[0]))
+            await client.drop(dataflow)
+            out, err = await asyncio.to_thread(process.communicate, timeout=15)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.communicate(timeout=10)
+        assert process.returncode == 0, err
+        assert orjson.loads(out.splitlines()[-1])["type"] == "closed"
+
+
+def test_the_cli_names_a_missing_dataflow_in_one_line(server: Server) -> None:
+    process = stats_cli(server, "nope")
+    out, err = process.communicate(timeout=30)
+    assert process.returncode != 0
+    assert out == ""
+    assert err.strip().splitlines() == [err.strip()], err  # one line, no traceback
+    assert "nope" in err, err
