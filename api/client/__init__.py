@@ -5,13 +5,14 @@
 :mod:`api.client.errors` what either raises.
 """
 
-from api.client.aio import AsyncClient, AsyncSession
+from api.client.aio import AsyncClient
 from api.client.blocking import Client, Session
 from api.client.errors import (
     IDEMPOTENCY_KEY_REUSED,
     FrontierConnectionError,
     FrontierError,
 )
+from api.client.session import AsyncSession
 
 __all__ = [
     "IDEMPOTENCY_KEY_REUSED",

@@ -1,6 +1,7 @@
-"""The asyncio client of the HTTP and WebSocket API (``docs/api.md``), and its sessions.
+"""The asyncio client of the HTTP and WebSocket API (``docs/api.md``).
 
-:class:`AsyncClient` makes every call; :class:`AsyncSession` is a producer session it opens.
+:class:`AsyncClient` makes every call; :class:`~api.client.session.AsyncSession` is a
+producer session it opens.
 Errors come back as :class:`~api.client.errors.FrontierError` carrying the server's problem
 document. Times are given and returned in their JSON form: integers, or ``[outer, inner]``
 arrays.
@@ -8,7 +9,6 @@ arrays.
 
 from __future__ import annotations
 
-import itertools
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -18,6 +18,7 @@ import aiohttp
 import orjson
 
 from api.client.errors import FrontierConnectionError, FrontierError
+from api.client.session import AsyncSession
 
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
 
@@ -455,45 +456,6 @@ class AsyncClient:
         await self.request(
             "DELETE", f"/v1/dataflows/{dataflow}/outputs/{output}/consumers/{consumer}"
         )
-
-
-class AsyncSession:
-    """A producer session: push batches, advance, commit transactions, close."""
-
-    def __init__(self, client: AsyncClient, input_path: str, session: str, time: Any) -> None:
-        self.client = client
-        self.id = session
-        self.time = time
-        self._path = f"{input_path}/sessions/{session}"
-        self._seq = itertools.count(1)
-
-    async def push(self, records: list[Any], seq: int | None = None) -> Any:
-        """Push ``[time, record]`` pairs (whole or nothing); the ack."""
-        number = next(self._seq) if seq is None else seq
-        return await self.client.request(
-            "POST", f"{self._path}/push", {"seq": number, "records": records}
-        )
-
-    async def advance(self, time: Any) -> Any:
-        """Advance to ``time``; the ack."""
-        ack = await self.client.request("POST", f"{self._path}/advance", {"time": time})
-        self.time = ack["session_time"]
-        return ack
-
-    async def commit(
-        self, transactions: list[str], idempotency_key: str, advance_to: Any = None
-    ) -> Any:
-        """Commit staged transactions atomically (and advance); the ack."""
-        body = {
-            "transactions": transactions,
-            "idempotency_key": idempotency_key,
-            "advance_to": advance_to,
-        }
-        return await self.client.request("POST", f"{self._path}/commit", body)
-
-    async def close(self) -> Any:
-        """Close the session."""
-        return await self.client.request("DELETE", self._path)
 
 
 def _page_params(start: Any, end: Any, limit: int, cursor: str | None) -> dict[str, str]:

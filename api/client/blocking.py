@@ -15,7 +15,8 @@ from collections.abc import Callable, Coroutine, Iterator
 from concurrent.futures import Future
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
-from api.client.aio import AsyncClient, AsyncSession
+from api.client.aio import AsyncClient
+from api.client.session import AsyncSession
 
 T = TypeVar("T")
 P = ParamSpec("P")
