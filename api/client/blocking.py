@@ -1,7 +1,7 @@
 """The blocking client: every call of the async client, run on a loop thread of its own.
 
 For scripts, the CLI and Spark tasks. :class:`Client` and :class:`Session` are made from
-:class:`~api.client.aio.AsyncClient` and :class:`~api.client.aio.AsyncSession` by
+:class:`~api.client.aio.AsyncClient` and :class:`~api.client.session.AsyncSession` by
 :func:`blocking`, so each blocking call has the async call's parameters and docstring.
 """
 

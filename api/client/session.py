@@ -6,16 +6,23 @@ Opened by :meth:`api.client.aio.AsyncClient.session`; every call goes through it
 from __future__ import annotations
 
 import itertools
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:  # the client opens sessions: a type only, no import cycle at run time
-    from api.client.aio import AsyncClient
+
+class Requester(Protocol):
+    """What a session needs of its client: one request, its decoded JSON answer."""
+
+    async def request(
+        self, method: str, path: str, body: Any = None, params: dict[str, str] | None = None
+    ) -> Any:
+        """Make a request; the decoded answer (or the client's error)."""
+        ...
 
 
 class AsyncSession:
     """A producer session: push batches, advance, commit transactions, close."""
 
-    def __init__(self, client: AsyncClient, input_path: str, session: str, time: Any) -> None:
+    def __init__(self, client: Requester, input_path: str, session: str, time: Any) -> None:
         self.client = client
         self.id = session
         self.time = time
