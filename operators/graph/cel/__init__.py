@@ -43,6 +43,8 @@ lists (and on maps, whose keys they range over): ``all``, ``exists``, ``exists_o
 ``bool``, ``None`` (``null``), ``list`` and ``dict`` (CEL ``map``); tuples are taken as lists.
 ``r.f`` on a map is the lookup of key ``"f"``. The static types of literals and operators are
 checked at submission; values read from records are ``dyn`` and checked when evaluated.
+``compile_expression(..., check=False)`` skips the checker, as CEL allows (the service never
+does): what it would refuse is then an error when evaluated (see :func:`compile_expression`).
 
 **Semantics** follow CEL, with these choices:
 
@@ -149,7 +151,6 @@ def _check_variables(variables: Sequence[str]) -> tuple[str, ...]:
             or _VARIABLE.match(name) is None
             or keyword.iskeyword(name)
             or name in _RESERVED
-            or name in ("true", "false", "null", "in")
         ):
             raise ValueError(
                 f"invalid variable name {name!r}: a variable is a letter followed by letters,"
@@ -172,6 +173,7 @@ def compile_expression(
     max_steps: int = MAX_STEPS,
     max_record_bytes: int = MAX_RECORD_BYTES,
     batch: Sequence[str] = (),
+    check: bool = True,
 ) -> Expression:
     """Parse, check and compile a CEL expression into a Python function.
 
@@ -179,7 +181,10 @@ def compile_expression(
         source: The expression, e.g. ``'r.value * 2 > 10 && r.key != "x"'``.
         variables: The names the expression may refer to; the compiled function takes their
             values positionally in this order. Each must be a letter followed by letters,
-            digits and underscores, and neither a Python keyword nor a CEL reserved word.
+            digits and underscores, and neither a Python keyword nor a CEL reserved word. One
+            may be named ``true``, ``false`` or ``null`` (as a CEL environment may declare),
+            but it is never read: those words are always the literals (the spec: "Named
+            constants should never be shadowed by identifiers"); ``in`` is a Python keyword.
         max_length: The most characters ``source`` may have.
         max_depth: The most levels of nesting: of the parse tree (a chain of ``&&`` or ``||``
             counts as one level), and of parentheses, brackets, calls and ``?:``.
@@ -193,6 +198,25 @@ def compile_expression(
         max_record_bytes: The size of the largest record, which the estimate assumes.
         batch: The batch forms to compile as well (:data:`BATCH_SHAPES`), over the first
             variable; they are in :attr:`Expression.batch`.
+        check: Whether to type-check the expression (the default, which the service always
+            uses). ``False`` is CEL's unchecked evaluation (cel-go's ``disable_check``): what
+            the checker would refuse (an unknown identifier, function or method, a wrong
+            number of arguments, an operand or argument of a type with no overload) is
+            instead an :class:`EvaluationError` when that part of the expression is
+            evaluated, with the message the checker would have given (``unknown identifier
+            'x'``, ``no such overload: int + string``, ``the operands of '&&' must be bool,
+            not int``): an error value, which ``&&``, ``||``, ``?:``, ``all`` and ``exists``
+            absorb or skip as for any other (``x || true`` is ``true``, ``false && 32`` is
+            ``false``). A part refused so evaluates none of its operands, except where a
+            bool is wanted (an operand of ``&&`` or ``||``, the condition of ``?:``, a
+            macro's predicate): the value of another type is evaluated first, so its own
+            error wins. Everything else is as checked: the syntax, variable names, literals,
+            a literal ``matches`` pattern, duplicate literal map keys and every limit
+            (length, depth, nodes, macro depth, cost, steps). The cost estimate counts a
+            refused part as one node: it raises at once, evaluating nothing. What the checker
+            takes compiles to the same program either way. :attr:`Expression.checked` says
+            which; the vector backend compiles an unchecked expression only if the checker
+            takes it.
 
     Returns:
         The compiled :class:`Expression`.
@@ -200,8 +224,9 @@ def compile_expression(
     Raises:
         ExpressionError: The source does not compile: a lexical or syntax error, an unknown
             identifier, function or method, a wrong number of arguments, a type error visible
-            without a record, an out-of-range literal, a literal ``matches`` pattern RE2 does
-            not take, or a limit exceeded (the estimated cost included).
+            without a record (these four only if ``check``), an out-of-range literal, a literal
+            ``matches`` pattern RE2 does not take, or a limit exceeded (the estimated cost
+            included).
         ValueError: A variable name is invalid or repeated.
         TypeError: ``source`` is not a string, or ``variables`` is a string.
     """
@@ -209,7 +234,14 @@ def compile_expression(
         raise TypeError(f"an expression is a string, not {type(source).__name__}")
     names = _check_variables(variables)
     limits = _Limits(
-        max_length, max_depth, max_nodes, max_macro_depth, max_cost, max_steps, max_record_bytes
+        max_length,
+        max_depth,
+        max_nodes,
+        max_macro_depth,
+        max_cost,
+        max_steps,
+        max_record_bytes,
+        check,
     )
     return _compile(source, names, limits, batch)
 
@@ -225,6 +257,7 @@ class _Limits:
     max_cost: float | None
     max_steps: int
     max_record_bytes: int
+    check: bool
 
 
 def _compile(
@@ -257,19 +290,23 @@ def _compile(
     function = namespace["_cel"]
     assert callable(function)
     forms = {shape: cast("Callable[..., list[Any]]", namespace[f"_cel_{shape}"]) for shape in batch}
-    return Expression(source, names, function, python, result_type, forms, cost, limits.max_steps)
+    return Expression(
+        source, names, function, python, result_type, forms, cost, limits.max_steps, limits.check
+    )
 
 
 def _check(
     source: str, names: tuple[str, ...], tree: _Node, limits: _Limits
 ) -> tuple[_Compiler, ast.Module, str]:
     """Check and compile the parse tree: once, then again counting steps if some work must be."""
-    max_macro_depth, max_steps = limits.max_macro_depth, limits.max_steps
-    compiler = _Compiler(source, names, max_macro_depth, max_steps, counting=False)
+    max_macro_depth, max_steps, check = limits.max_macro_depth, limits.max_steps, limits.check
+    compiler = _Compiler(source, names, max_macro_depth, max_steps, counting=False, checked=check)
     module, result_type = compiler.module(tree)
     if compiler.charges:  # made again, counting (with a counter per record if need be)
         cell = compiler.needs_cell
-        compiler = _Compiler(source, names, max_macro_depth, max_steps, counting=True, cell=cell)
+        compiler = _Compiler(
+            source, names, max_macro_depth, max_steps, counting=True, cell=cell, checked=check
+        )
         module, result_type = compiler.module(tree)
     return compiler, module, result_type
 

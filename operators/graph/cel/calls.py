@@ -54,7 +54,7 @@ class _Calls(_Emitter):
             if name in _NAMESPACED:
                 return self.namespaced(node, [self.expr(arg) for arg in args])
             if name not in _FUNCTIONS:
-                self.fail(f"unknown function {name!r}", node.pos)
+                self.ill_typed(f"unknown function {name!r}", node.pos)
             self.arity(node, (_FUNCTIONS[name],))
             return self.function(node, name, self.expr(args[0]))
         if name in _MACROS:
@@ -63,7 +63,7 @@ class _Calls(_Emitter):
         if name in _EXTENSION_METHODS:
             return self.extension(node, self.expr(node.target), [self.expr(arg) for arg in args])
         if name not in _METHODS:
-            self.fail(f"unknown method {name!r}", node.pos)
+            self.ill_typed(f"unknown method {name!r}", node.pos)
         self.arity(node, (_METHODS[name],))
         receiver = self.expr(node.target)
         if name == "size":
@@ -76,7 +76,7 @@ class _Calls(_Emitter):
         if len(node.args) not in counts:
             expected = " or ".join(str(count) for count in counts)
             noun = "argument" if counts == (1,) else "arguments"
-            self.fail(f"{node.name}() takes {expected} {noun}, got {len(node.args)}", node.pos)
+            self.ill_typed(f"{node.name}() takes {expected} {noun}, got {len(node.args)}", node.pos)
 
     def function(self, node: _Call, name: str, arg: _Code) -> _Code:
         t = arg.type
@@ -85,11 +85,11 @@ class _Calls(_Emitter):
             return _Code(arg.expr, DYN)
         if name == "size":
             if t not in (STRING, LIST, MAP, DYN):
-                self.fail(f"no such overload: size({t})", node.pos)
+                self.ill_typed(f"no such overload: size({t})", node.pos)
             return _Code(_call("_len", arg.expr), INT)
         result, accepted = _CONVERSIONS[name]
         if t not in accepted:
-            self.fail(f"no such overload: {name}({t})", node.pos)
+            self.ill_typed(f"no such overload: {name}({t})", node.pos)
         if t == result:
             return arg
         if name != "string" and t in (STRING, DYN):
@@ -110,7 +110,9 @@ class _Calls(_Emitter):
             len(overload) == len(types) and all(map(fits, types, overload))
             for overload in overloads
         ):
-            self.fail(f"no such overload: {receiver.type}.{name}({', '.join(types)})", node.pos)
+            self.ill_typed(
+                f"no such overload: {receiver.type}.{name}({', '.join(types)})", node.pos
+            )
         # each reads its whole receiver (join: each element), as contains does, and its
         # string arguments (replace copies its new string up to once per character)
         self.repeated(node.target, receiver, 1, deep=wanted == LIST)
@@ -126,13 +128,13 @@ class _Calls(_Emitter):
         helper = "_x_" + name.replace(".", "_")
         if name == "strings.quote":
             if types not in ([STRING], [DYN]):
-                self.fail(f"no such overload: {name}({', '.join(types)})", node.pos)
+                self.ill_typed(f"no such overload: {name}({', '.join(types)})", node.pos)
             return _Code(_call(helper, args[0].expr), STRING)
         if not args:
-            self.fail(f"{name}() requires at least one argument", node.pos)
+            self.ill_typed(f"{name}() requires at least one argument", node.pos)
         single_list = len(types) == 1 and types[0] == LIST
         if not single_list and any(t not in _NUMERIC and t != DYN for t in types):
-            self.fail(f"no such overload: {name}({', '.join(types)})", node.pos)
+            self.ill_typed(f"no such overload: {name}({', '.join(types)})", node.pos)
         result = types[0] if len(set(types)) == 1 and types[0] in _NUMERIC else DYN
         return _Code(_call(helper, *(arg.expr for arg in args)), result)
 
@@ -141,7 +143,7 @@ class _Calls(_Emitter):
             self.fail("has() takes a field selection, such as has(r.field)", node.pos)
         operand = self.expr(arg.operand)
         if operand.type not in (MAP, DYN):
-            self.fail(f"no such overload: field selection on {operand.type}", arg.pos)
+            self.ill_typed(f"no such overload: field selection on {operand.type}", arg.pos)
         if operand.type == MAP:
             return _Code(_compare(_const(arg.name), ast.In(), operand.expr), BOOL)
         first, ref = self.bind(operand.expr)
@@ -152,11 +154,11 @@ class _Calls(_Emitter):
     def matches(self, node: _Call, subject: _Code, pattern: _Node) -> _Code:
         """RE2's search for ``pattern`` in ``subject``, compiled now if it is a literal."""
         if subject.type not in (STRING, DYN):
-            self.fail(f"no such overload: {subject.type}.matches(string)", node.pos)
+            self.ill_typed(f"no such overload: {subject.type}.matches(string)", node.pos)
         if not (isinstance(pattern, _Lit) and pattern.type == STRING):
             dynamic = self.expr(pattern)
             if dynamic.type not in (STRING, DYN):
-                self.fail(f"no such overload: string.matches({dynamic.type})", pattern.pos)
+                self.ill_typed(f"no such overload: string.matches({dynamic.type})", pattern.pos)
             if self.charged(cell=True):
                 search = self.counted("_search_dynamic_counted", subject.expr, dynamic.expr)
                 return _Code(search, BOOL)
@@ -183,7 +185,9 @@ class _Calls(_Emitter):
         name = node.name
         types = [arg.type for arg in args]
         if receiver.type not in (STRING, DYN) or any(t not in (STRING, DYN) for t in types):
-            self.fail(f"no such overload: {receiver.type}.{name}({', '.join(types)})", node.pos)
+            self.ill_typed(
+                f"no such overload: {receiver.type}.{name}({', '.join(types)})", node.pos
+            )
         assert node.target is not None
         # contains, lower and upper read the whole receiver; startsWith and endsWith at most
         # the shorter of the two strings (both must not depend on the element to add up).
@@ -215,7 +219,7 @@ class _Calls(_Emitter):
         if not isinstance(variable, _Ident):
             self.fail(f"the first argument of {name}() must be a variable name", variable.pos)
         if target.type not in (LIST, MAP, DYN):
-            self.fail(f"no such overload: {target.type}.{name}()", node.pos)
+            self.ill_typed(f"no such overload: {target.type}.{name}()", node.pos)
         if self.macro_depth >= self.max_macro_depth:
             limit = _plural(self.max_macro_depth, "level")
             self.fail(f"macros nested too deeply (more than {limit})", node.pos)

@@ -180,7 +180,7 @@ class _Compiler(_Calls, _Operators):
         if isinstance(node, _Ident):
             name = self.scope.get(node.name)
             if name is None:
-                self.fail(f"unknown identifier {node.name!r}", node.pos)
+                self.ill_typed(f"unknown identifier {node.name!r}", node.pos)
             return _Code(_load(name), DYN)
         if isinstance(node, _Select):
             return self.select(node)
@@ -208,7 +208,7 @@ class _Compiler(_Calls, _Operators):
     def select(self, node: _Select) -> _Code:
         operand = self.expr(node.operand)
         if operand.type not in (MAP, DYN):
-            self.fail(f"no such overload: field selection on {operand.type}", node.pos)
+            self.ill_typed(f"no such overload: field selection on {operand.type}", node.pos)
         subscript = ast.Subscript(value=operand.expr, slice=_const(node.name), ctx=ast.Load())
         return _Code(subscript, DYN)
 
@@ -221,7 +221,7 @@ class _Compiler(_Calls, _Operators):
             or (ct == DYN and it not in (LIST, MAP, NULL))
         )
         if not valid:
-            self.fail(f"no such overload: {ct}[{it}]", node.pos)
+            self.ill_typed(f"no such overload: {ct}[{it}]", node.pos)
         key = index.expr
         literal = key.value if isinstance(key, ast.Constant) else None
         plain_list = type(literal) is int and literal >= 0
@@ -259,7 +259,7 @@ class _Compiler(_Calls, _Operators):
         seen: list[object] = []
         for key_node, key in zip(node.keys, keys, strict=True):
             if key.type not in (INT, UINT, BOOL, STRING, DYN):
-                self.fail(f"unsupported map key type: {key.type}", key_node.pos)
+                self.ill_typed(f"unsupported map key type: {key.type}", key_node.pos)
             if isinstance(key.expr, ast.Constant):
                 if key.expr.value in seen:
                     self.fail(f"duplicate map key: {_show_key(key.expr.value)}", key_node.pos)

@@ -113,6 +113,8 @@ class Expression:
         cost: The estimated cost of evaluating the expression on the largest record (see
             :data:`MAX_COST`).
         max_steps: The most steps evaluating it may take on one record (see :data:`MAX_STEPS`).
+        checked: Whether it was type-checked at compile time (``compile_expression``'s
+            ``check``, the default); unchecked, what the checker refuses fails when evaluated.
     """
 
     source: str
@@ -123,6 +125,7 @@ class Expression:
     batch: Mapping[str, Callable[..., list[Any]]] = field(default_factory=dict)
     cost: float = 0.0
     max_steps: int = MAX_STEPS
+    checked: bool = True
 
 
 BATCH_SHAPES: Final = ("map", "filter", "key", "pairs")

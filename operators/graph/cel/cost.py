@@ -156,6 +156,7 @@ class _Estimator:
 
     def __init__(self, compiler: _Compiler, record_bytes: int) -> None:
         self.types = compiler.types
+        self.deferred = compiler.deferred
         self.programs = compiler.programs
         self.max_steps = compiler.max_steps
         self.bound = float(record_bytes)
@@ -191,6 +192,8 @@ class _Estimator:
         return a if a.at(self.bound) <= b.at(self.bound) else b
 
     def estimate(self, node: _Node) -> _Estimate:
+        if id(node) in self.deferred:  # unchecked and ill-typed: raises, evaluating nothing
+            return _Estimate(_Poly.of(1), _SMALL)
         if isinstance(node, _Lit):
             return _Estimate(_Poly.of(1), _Poly.of(_literal_size(node.value)))
         if isinstance(node, _Ident):

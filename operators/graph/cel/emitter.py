@@ -28,6 +28,14 @@ class _Frame:
     and whether that size is its elements, deep (else its characters, or top elements)."""
 
 
+class _IllTyped(Exception):
+    """What the type checker refuses, compiling unchecked (see :meth:`_Emitter.ill_typed`)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
 _STEPS: Final = "_k"
 """The name of the record's step counter in the generated code: ``[steps left, the limit]``, made
 per record, passed to every comprehension's function (only in code that needs one)."""
@@ -45,8 +53,15 @@ class _Emitter:
         *,
         counting: bool,
         cell: bool = False,
+        checked: bool = True,
     ) -> None:
         self.source = source
+        self.checked = checked
+        """Whether what the type checker refuses is refused at compile time (else it is an
+        error when evaluated: see :meth:`ill_typed`)."""
+        self.deferred: set[int] = set()
+        """The nodes (by ``id``) that, unchecked, evaluate to the checker's error: compiled to
+        a call that raises it, their operands not evaluated (the cost estimate counts one)."""
         self.variables = variables
         self.scope: dict[str, str] = {name: name for name in variables}
         self.max_macro_depth = max_macro_depth
@@ -95,6 +110,18 @@ class _Emitter:
     def fail(self, message: str, pos: int) -> NoReturn:
         raise ExpressionError(message, pos, self.source)
 
+    def ill_typed(self, message: str, pos: int) -> NoReturn:
+        """Refuse the node being compiled as the type checker does: unknown, or ill-typed.
+
+        Checked, an :class:`ExpressionError` at ``pos``. Unchecked, :meth:`expr` catches it
+        and compiles the node to an :class:`EvaluationError` with ``message`` when evaluated
+        (CEL's checker is optional: unchecked, what it would refuse is an error value, which
+        ``&&``, ``||``, ``?:``, ``all`` and ``exists`` may absorb or leave unevaluated).
+        """
+        if self.checked:
+            self.fail(message, pos)
+        raise _IllTyped(message)
+
     def fresh(self, prefix: str) -> str:
         self.counter += 1
         return f"{prefix}{self.counter}"
@@ -120,7 +147,12 @@ class _Emitter:
         if code.type == BOOL:
             return code.expr
         if code.type != DYN:
-            self.fail(f"{what} must be bool, not {code.type}", pos)
+            message = f"{what} must be bool, not {code.type}"
+            if self.checked:
+                self.fail(message, pos)
+            # Unchecked: this operand (evaluated first: its own error wins) is an error, which
+            # the operator may absorb (``32 && false`` is false) or not evaluate.
+            return _call("_ill_typed", _const(message), code.expr)
         first, ref = self.bind(code.expr)
         return _if(
             _compare(_type_of(first), ast.Is(), _load("_bool")),
@@ -236,7 +268,14 @@ class _Emitter:
         raise NotImplementedError  # pragma: no cover
 
     def expr(self, node: _Node) -> _Code:
-        code = self.node(node)
+        if self.checked:
+            code = self.node(node)
+        else:
+            try:
+                code = self.node(node)
+            except _IllTyped as error:  # the node's own check (its operands catch theirs)
+                self.deferred.add(id(node))
+                code = _Code(_call("_ill_typed", _const(error.message)), DYN)
         self.types[id(node)] = code.type
         links = self.probing.pop(id(node), 0)
         if links and code.type in (STRING, LIST, DYN):

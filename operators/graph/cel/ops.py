@@ -52,7 +52,7 @@ class _Operators(_Emitter):
             if t == BOOL:
                 return _Code(ast.UnaryOp(op=ast.Not(), operand=operand.expr), BOOL)
             if t != DYN:
-                self.fail(f"no such overload: !{t}", node.pos)
+                self.ill_typed(f"no such overload: !{t}", node.pos)
             first, ref = self.bind(operand.expr)
             guard = _compare(_type_of(first), ast.Is(), _load("_bool"))
             negated = ast.UnaryOp(op=ast.Not(), operand=ref())
@@ -72,7 +72,7 @@ class _Operators(_Emitter):
             guard = _compare(first, ast.NotEq(), _const(INT64_MIN))
             return _Code(_if(guard, negated, _call("_overflow")), INT)
         if t != DYN:
-            self.fail(f"no such overload: -{t}", node.pos)
+            self.ill_typed(f"no such overload: -{t}", node.pos)
         return _Code(_call("_neg", operand.expr), DYN)
 
     def binary(self, node: _Binary) -> _Code:
@@ -95,7 +95,7 @@ class _Operators(_Emitter):
         return self.ordering(node, left, right)
 
     def overload_error(self, node: _Binary, left: str, right: str) -> NoReturn:
-        self.fail(f"no such overload: {left} {node.op} {right}", node.pos)
+        self.ill_typed(f"no such overload: {left} {node.op} {right}", node.pos)
 
     def arithmetic(self, node: _Binary, a: _Code, b: _Code) -> _Code:
         op, ta, tb = node.op, a.type, b.type

@@ -167,6 +167,15 @@ def _not_bool(what: str, value: object) -> NoReturn:
     raise EvaluationError(f"{what} must be bool, not {_type_name(value)}")
 
 
+def _ill_typed(message: str, *_operands: object) -> NoReturn:
+    """What the checker would have refused, evaluated unchecked (``check=False``).
+
+    The operands (if any) are evaluated first, as arguments: an error of theirs is raised
+    instead.
+    """
+    raise EvaluationError(message)
+
+
 def hashable(value: Any) -> Hashable:
     """``value`` as a key (for exchange, grouping and joins): lists become tuples.
 
@@ -373,6 +382,7 @@ _RUNTIME: Final[dict[str, object]] = {
     "_mod": _mod,
     "_neg": _neg,
     "_not_bool": _not_bool,
+    "_ill_typed": _ill_typed,
     "_hashable": hashable,
     "_order": _order,
     "_eq": _eq,

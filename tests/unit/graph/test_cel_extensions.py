@@ -211,7 +211,7 @@ def test_a_list_is_indexed_by_a_whole_double() -> None:
 
 def test_an_unknown_variable_is_refused_at_submission() -> None:
     """``x || true`` with an undeclared ``x``: the checker refuses it, as the spec's checker
-    does (its case runs unchecked, ``disable_check``): a deviation, listed."""
+    does (its conformance case runs unchecked, ``disable_check``, where it is ``true``)."""
     with pytest.raises(ExpressionError, match="unknown identifier 'x'"):
         compile_expression("x || true", ["r"])
 

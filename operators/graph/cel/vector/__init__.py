@@ -38,7 +38,8 @@ that is not a literal, ``contains``/``startsWith``/``endsWith`` with an argument
 one; ``?:`` whose branches have different Arrow types; arithmetic on a uint64 field without
 a uint operand (the row backend computes it as an int, beyond int64: write ``1u``); any
 operation on a value of an Arrow type CEL has no operation on (timestamps, binary...; such a
-value can be passed along).
+value can be passed along); an expression compiled unchecked (``check=False``) that the
+checker refuses.
 
 Modules: ``values.py`` (columns of values with their failed rows, shapes), ``build.py`` (the
 walk of the parse tree), ``numbers.py``, ``compare.py``, ``text.py``, ``structure.py``,
@@ -56,7 +57,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from operators.graph.cel.codegen import _Compiler
-from operators.graph.cel.core import EvaluationError, Expression
+from operators.graph.cel.core import EvaluationError, Expression, ExpressionError
 from operators.graph.cel.lexer import _Lexer
 from operators.graph.cel.syntax import _Binary, _Ident, _Node, _Parser
 from operators.graph.cel.vector.build import Builder, _names
@@ -86,6 +87,11 @@ class NotVectorized:
 
     def __str__(self) -> str:
         return f"not vectorized: {self.reason}"
+
+
+_UNCHECKED: Final = NotVectorized("compiled unchecked (check=False) and refused by the checker")
+"""The vector builder walks the tree with the checker's static types, and has no form for what
+an unchecked expression leaves to evaluation (an unknown name, an ill-typed operation)."""
 
 
 Column: TypeAlias = "pa.Array | Columns"
@@ -223,7 +229,9 @@ def compile_vector(
     """Compile ``expression`` to kernels on columns of the given Arrow types.
 
     Args:
-        expression: A compiled (checked) expression.
+        expression: A compiled expression. One compiled unchecked (``check=False``) is
+            vectorized only if the checker takes it (then it is the same program): the
+            builder has no form for what an unchecked expression leaves to evaluation.
         types: The Arrow type of each of its variables' columns, by name.
 
     Returns:
@@ -232,7 +240,10 @@ def compile_vector(
     Raises:
         ValueError: A variable of the expression has no type.
     """
-    tree, compiler = _analysed(expression)
+    analysed = _analysed(expression)
+    if isinstance(analysed, NotVectorized):
+        return analysed
+    tree, compiler = analysed
     return _built(expression, types, tree, compiler)
 
 
@@ -273,7 +284,10 @@ def compile_added(
     >>> print(compile_added(compile_expression("acc * r", ("acc", "r")), {}))
     not vectorized: the fold is not acc + <an expression of the record>
     """
-    tree, compiler = _analysed(fold)
+    analysed = _analysed(fold)
+    if isinstance(analysed, NotVectorized):
+        return analysed
+    tree, compiler = analysed
     adds = (
         isinstance(tree, _Binary)
         and tree.op == "+"
@@ -287,16 +301,22 @@ def compile_added(
     return _built(fold, types, tree.right, compiler)
 
 
-def _analysed(expression: Expression) -> tuple[_Node, _Compiler]:
+def _analysed(expression: Expression) -> tuple[_Node, _Compiler] | NotVectorized:
     """The expression's parse tree, and the row backend's compiler having checked it.
 
     The compiler knows the nodes' static types (by node ``id``), the RE2 program of each
     literal ``matches`` pattern, and what its comprehensions count against the step limit.
+    An expression compiled unchecked that the checker refuses is not vectorized.
     """
     source = expression.source
     tree = _Parser(source, _Lexer(source).tokens(), _UNLIMITED, _UNLIMITED).parse()
     compiler = _Compiler(
         source, expression.variables, _UNLIMITED, expression.max_steps, counting=False
     )
-    compiler.module(tree)
+    try:
+        compiler.module(tree)
+    except ExpressionError:
+        if expression.checked:  # pragma: no cover - it was checked when compiled
+            raise
+        return _UNCHECKED
     return tree, compiler
