@@ -23,7 +23,7 @@ import pytest
 
 from tests.e2e.conftest import Server, running, within, ws_connect
 from tests.e2e.ui.conftest import console_errors, page_state, wait_for
-from tests.e2e.ui.test_page import call, node_names
+from tests.e2e.ui.test_page import call, node_names, with_session
 
 CHAIN = {
     "name": "paced",
@@ -80,9 +80,7 @@ async def server_samples(server: Server, dataflow: str) -> list[Any]:
 def test_the_charts_plot_the_server_s_samples(
     server: Server, browser: Any, screenshot: Callable[[str], Path]
 ) -> None:
-    dataflow = call(server, "POST", "/v1/dataflows", CHAIN)["id"]
-    base = f"/v1/dataflows/{dataflow}"
-    session = call(server, "POST", f"{base}/inputs/numbers/sessions", {"start": 0})["session"]
+    dataflow, base, session = with_session(server, CHAIN, "numbers")
     # Before the page opens: two seconds of records, and time 0 held open 1.5 s.
     push = f"{base}/inputs/numbers/sessions/{session}"
     call(server, "POST", f"{push}/push", {"seq": 1, "records": [[0, {"n": n}] for n in range(300)]})
@@ -144,9 +142,7 @@ def test_the_charts_plot_the_server_s_samples(
 def test_a_stalled_event_loop_shows_on_the_page(
     server: Server, browser: Any, screenshot: Callable[[str], Path]
 ) -> None:
-    dataflow = call(server, "POST", "/v1/dataflows", CHAIN)["id"]
-    base = f"/v1/dataflows/{dataflow}"
-    session = call(server, "POST", f"{base}/inputs/numbers/sessions", {"start": 0})["session"]
+    dataflow, base, session = with_session(server, CHAIN, "numbers")
     open_page(browser, server, dataflow)
     calm = wait_for(browser, lambda b: (s := loop_shown(b))["state"] == "ok" and s, 5, "the lag")
     assert re.fullmatch(r"event loop lag \d+ ms", calm["text"]), calm

@@ -67,6 +67,14 @@ def call(server: Server, method: str, path: str, body: Any = None, token: str | 
     return orjson.loads(raw) if raw else None
 
 
+def with_session(server: Server, graph: Any, input: str) -> tuple[str, str, str]:
+    """A new dataflow of ``graph``: its id, its path, and a session of ``input`` at 0."""
+    dataflow = call(server, "POST", "/v1/dataflows", graph)["id"]
+    base = f"/v1/dataflows/{dataflow}"
+    session = call(server, "POST", f"{base}/inputs/{input}/sessions", {"start": 0})["session"]
+    return dataflow, base, session
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     with running(tmp_path_factory.mktemp("ui"), "--workers", "2") as started:
@@ -104,9 +112,7 @@ def test_the_page_shows_the_dataflow_live(
 ) -> None:
     from selenium.webdriver.common.by import By
 
-    dataflow = call(server, "POST", "/v1/dataflows", LOOP)["id"]
-    base = f"/v1/dataflows/{dataflow}"
-    session = call(server, "POST", f"{base}/inputs/numbers/sessions", {"start": 0})["session"]
+    dataflow, base, session = with_session(server, LOOP, "numbers")
     names = set(LOOP["graph"]["nodes"])  # type: ignore[call-overload]
     open_page(browser, server, dataflow, names)
     # The operators, by name, as text on the page; the two scopes around theirs.
@@ -179,9 +185,7 @@ def test_the_explanation_highlights_the_operators_holding_a_time(
 ) -> None:
     from selenium.webdriver.common.by import By
 
-    dataflow = call(server, "POST", "/v1/dataflows", LOOP)["id"]
-    base = f"/v1/dataflows/{dataflow}"
-    session = call(server, "POST", f"{base}/inputs/numbers/sessions", {"start": 0})["session"]
+    dataflow, base, session = with_session(server, LOOP, "numbers")
     call(server, "POST", f"{base}/inputs/numbers/sessions/{session}/advance", {"time": 3})
     answer = explain_route(server, base, "location=out&time=3")
     open_page(browser, server, dataflow, set(LOOP["graph"]["nodes"]))  # type: ignore[call-overload]
@@ -268,9 +272,7 @@ def test_the_page_keeps_up_with_200_operators_at_10_updates_a_second(
     from selenium.webdriver.common.by import By
 
     spec = wide_graph()
-    dataflow = call(server, "POST", "/v1/dataflows", spec)["id"]
-    base = f"/v1/dataflows/{dataflow}"
-    session = call(server, "POST", f"{base}/inputs/src/sessions", {"start": 0})["session"]
+    dataflow, base, session = with_session(server, spec, "src")
     open_page(browser, server, dataflow, set(spec["graph"]["nodes"]))
     wait_for(browser, lambda b: shown_frontier(b, "output:sink") == "[0]", 5, "frontier [0]")
     browser.execute_script(
@@ -424,9 +426,7 @@ def box_overflow(browser: Any, node: str, line: str = "text.counts") -> Any:
 def test_the_counts_stay_inside_their_boxes(
     server: Server, browser: Any, screenshot: Callable[[str], Path]
 ) -> None:
-    dataflow = call(server, "POST", "/v1/dataflows", CHAIN3)["id"]
-    base = f"/v1/dataflows/{dataflow}"
-    session = call(server, "POST", f"{base}/inputs/src/sessions", {"start": 0})["session"]
+    dataflow, base, session = with_session(server, CHAIN3, "src")
     open_page(browser, server, dataflow, set(CHAIN3["graph"]["nodes"]))  # type: ignore[call-overload]
     wait_for(browser, lambda b: "out 0 " in counts_text(b, "double"), 5, "the first counts")
     # A quarter of a million records through the map within one second of the page's stats.
@@ -529,9 +529,7 @@ def test_the_explanation_follows_the_frontiers(
 ) -> None:
     from selenium.webdriver.common.by import By
 
-    dataflow = call(server, "POST", "/v1/dataflows", LOOP)["id"]
-    base = f"/v1/dataflows/{dataflow}"
-    session = call(server, "POST", f"{base}/inputs/numbers/sessions", {"start": 0})["session"]
+    dataflow, base, session = with_session(server, LOOP, "numbers")
     call(server, "POST", f"{base}/inputs/numbers/sessions/{session}/advance", {"time": 3})
     explain_route(server, base, "location=out&time=5")
     open_page(browser, server, dataflow, set(LOOP["graph"]["nodes"]))  # type: ignore[call-overload]
@@ -604,9 +602,7 @@ def busy_shown(browser: Any, node: str) -> Any:
 def test_a_busy_node_shows_its_share_of_the_last_second(
     server: Server, browser: Any, screenshot: Callable[[str], Path]
 ) -> None:
-    dataflow = call(server, "POST", "/v1/dataflows", SLOW)["id"]
-    base = f"/v1/dataflows/{dataflow}"
-    session = call(server, "POST", f"{base}/inputs/src/sessions", {"start": 0})["session"]
+    dataflow, base, session = with_session(server, SLOW, "src")
     open_page(browser, server, dataflow, set(SLOW["graph"]["nodes"]))  # type: ignore[call-overload]
     # Two stats messages: the share of the interval between them is known (an en dash before).
     wait_for(browser, lambda b: busy_shown(b, "slow")["share"] is not None, 5, "a first share")
