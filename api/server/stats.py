@@ -24,7 +24,7 @@ from api.codec import live_json
 from api.server.context import manager_of, tenant_of
 from api.server.forward import from_holders
 from api.server.sockets import GONE, close_socket, open_socket, send_json, stopping
-from service.app import BadRequest, Gone, NotFound, Unavailable
+from service.app import BadRequest, Dataflow, Gone, NotFound, Unavailable
 
 DEFAULT_INTERVAL = 1.0
 SHORTEST_INTERVAL = 0.25
@@ -57,13 +57,24 @@ async def _closed(ws: web.WebSocketResponse) -> None:
 async def stats(request: web.Request) -> web.WebSocketResponse:
     """Send a dataflow's stats every interval until the client leaves or the dataflow goes.
 
-    A dataflow unknown to the tenant is a 404 before the upgrade; one dropped while
+    A dataflow unknown to the tenant is a 404 before the upgrade, one with
+    ``max_subscribers_per_dataflow`` stats subscribers already a 429; one dropped while
     watched ends the socket with ``closed`` and 4410.
     """
     manager = manager_of(request)
     tenant = tenant_of(request)
     every = interval_param(request)
-    dataflow = manager.get(tenant, request.match_info["id"])
+    dataflow = manager.follow_stats(tenant, request.match_info["id"])  # 404, 410 or 429
+    try:
+        return await _send(request, dataflow, every)
+    finally:
+        dataflow.unfollow_stats()
+
+
+async def _send(request: web.Request, dataflow: Dataflow, every: float) -> web.WebSocketResponse:
+    """Upgrade, then send the stats each ``every`` seconds (see :func:`stats`)."""
+    manager = manager_of(request)
+    tenant = tenant_of(request)
     inputs = dataflow.summary().inputs
     ws = await open_socket(request)
     closed = asyncio.ensure_future(_closed(ws))

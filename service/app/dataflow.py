@@ -103,6 +103,8 @@ class Dataflow:
         self.pace = Pace()
         """Its throughput and completion latency over the last minutes (sampled each second
         by the runner)."""
+        self.stats_subscribers = 0
+        """Open stats subscriptions (each reads it once an interval)."""
 
     def summary(self) -> DataflowSummary:
         """A short description for listings."""
@@ -351,12 +353,7 @@ class Dataflow:
         log = self.output(name)
         log.check_start(frontier or ())
         limits = self.env.limits
-        subscribers = sum(len(output.subscribers) for output in self.outputs.values())
-        if subscribers >= limits.max_subscribers_per_dataflow:
-            raise LimitExceeded(
-                f"dataflow {self.id!r} has {subscribers} output subscribers, the limit "
-                "(max_subscribers_per_dataflow)"
-            )
+        self._room("output", sum(len(output.subscribers) for output in self.outputs.values()))
         return log.subscribe(
             limit=limits.subscriber_queue_events,
             frontier=frontier,
@@ -373,12 +370,7 @@ class Dataflow:
         """
         feeds = self.env.feeds
         feed = feeds.feed(self.id)
-        limits = self.env.limits
-        if len(feed) >= limits.max_subscribers_per_dataflow:
-            raise LimitExceeded(
-                f"dataflow {self.id!r} has {len(feed)} frontier subscribers, the limit "
-                "(max_subscribers_per_dataflow)"
-            )
+        self._room("frontier", len(feed))
         # Bring the feed up to date first (existing watches get any change as usual), so
         # the new watch starts from the frontiers as they are now.
         feed.publish(frontiers)
@@ -389,6 +381,26 @@ class Dataflow:
         if self.status == "failed":
             watch.close(f"the dataflow failed: {self.error}")
         return watch
+
+    def follow_stats(self) -> None:
+        """A stats subscription opens (:class:`LimitExceeded` past the limit).
+
+        At most ``max_subscribers_per_dataflow``; end it with :meth:`unfollow_stats`.
+        """
+        self._room("stats", self.stats_subscribers)
+        self.stats_subscribers += 1
+
+    def unfollow_stats(self) -> None:
+        """A stats subscription ended."""
+        self.stats_subscribers -= 1
+
+    def _room(self, kind: str, count: int) -> None:
+        """:class:`LimitExceeded` if ``count`` subscribers of a ``kind`` are the limit."""
+        if count >= self.env.limits.max_subscribers_per_dataflow:
+            raise LimitExceeded(
+                f"dataflow {self.id!r} has {count} {kind} subscribers, the limit "
+                "(max_subscribers_per_dataflow)"
+            )
 
     @property
     def operator_watches(self) -> int:

@@ -304,6 +304,12 @@ class DataflowManager:
         """Why ``time`` is not complete at ``location`` (see :func:`describe.explain`)."""
         return describing.explain(self.get(tenant, dataflow_id), location, time, elsewhere)
 
+    def follow_stats(self, tenant: str, dataflow_id: str) -> Dataflow:
+        """Open a stats subscription to a dataflow (see :meth:`Dataflow.follow_stats`)."""
+        dataflow = self.get(tenant, dataflow_id)
+        dataflow.follow_stats()
+        return dataflow
+
     def live(
         self,
         tenant: str,

@@ -766,3 +766,24 @@ async def test_what_a_page_of_another_site_could_send_is_refused(service: Server
             first = orjson.loads((await ws.receive(timeout=5)).data)
             assert first["location"] == "input:words"
         await http.delete(f"/v1/dataflows/{df}")
+
+
+async def test_stats_subscribers_per_dataflow_are_limited(server: Server) -> None:
+    async with AsyncClient(server.url, token="f") as frank:
+        df = (await frank.create_dataflow(PASS_THROUGH))["id"]
+        path = f"/v1/dataflows/{df}/stats"
+        async with ws_connect(server, path, token="f"), ws_connect(server, path, token="f"):
+            with pytest.raises(InvalidStatus) as refused:
+                async with ws_connect(server, path, token="f"):
+                    pass
+            assert refused.value.response.status_code == 429
+            assert orjson.loads(refused.value.response.body) == problem(
+                429,
+                *LIMIT,
+                f"dataflow {df!r} has 2 stats subscribers, the limit "
+                "(max_subscribers_per_dataflow)",
+            )
+        # Both closed: their places are free again.
+        async with ws_connect(server, path, token="f") as ws:
+            assert orjson.loads(await within(ws.recv()))["type"] == "stats"
+        await frank.drop(df)

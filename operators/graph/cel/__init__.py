@@ -43,8 +43,26 @@ lists (and on maps, whose keys they range over): ``all``, ``exists``, ``exists_o
 ``bool``, ``None`` (``null``), ``list`` and ``dict`` (CEL ``map``); tuples are taken as lists.
 ``r.f`` on a map is the lookup of key ``"f"``. The static types of literals and operators are
 checked at submission; values read from records are ``dyn`` and checked when evaluated.
-``compile_expression(..., check=False)`` skips the checker, as CEL allows (the service never
-does): what it would refuse is then an error when evaluated (see :func:`compile_expression`).
+
+**Unchecked**: ``compile_expression(..., check=False)`` skips the checker, as CEL allows
+(cel-go's ``disable_check``; the service never does). What the checker would refuse (an
+unknown identifier, function or method, a wrong number of arguments, an operand or argument
+of a type with no overload) is instead an :class:`EvaluationError` when that part of the
+expression is evaluated, with the message the checker would have given (``unknown identifier
+'x'``, ``no such overload: int + string``, ``the operands of '&&' must be bool, not int``):
+an error value, which ``&&``, ``||``, ``?:``, ``all`` and ``exists`` absorb or skip as for
+any other (``x || true`` is ``true``, ``false && 32`` is ``false``). A part refused so
+evaluates none of its operands, except where a bool is wanted (an operand of ``&&`` or
+``||``, the condition of ``?:``, a macro's predicate): the value of another type is
+evaluated first, so its own error wins. Everything else is as checked: the syntax, variable
+names, literals, a literal ``matches`` pattern, duplicate literal map keys and every limit
+(length, depth, nodes, macro depth, cost, steps). The cost estimate counts a refused part
+as one node: it raises at once, evaluating nothing. What the checker takes compiles to the
+same program either way. :attr:`Expression.checked` says which; the vector backend
+compiles an unchecked expression only if the checker takes it. A variable may be named
+``true``, ``false`` or ``null`` (as a CEL environment may declare), but it is never read:
+those words are always the literals (the spec: "Named constants should never be shadowed by
+identifiers").
 
 **Semantics** follow CEL, with these choices:
 
@@ -181,10 +199,8 @@ def compile_expression(
         source: The expression, e.g. ``'r.value * 2 > 10 && r.key != "x"'``.
         variables: The names the expression may refer to; the compiled function takes their
             values positionally in this order. Each must be a letter followed by letters,
-            digits and underscores, and neither a Python keyword nor a CEL reserved word. One
-            may be named ``true``, ``false`` or ``null`` (as a CEL environment may declare),
-            but it is never read: those words are always the literals (the spec: "Named
-            constants should never be shadowed by identifiers"); ``in`` is a Python keyword.
+            digits and underscores, neither a Python keyword nor a CEL reserved word; one named
+            ``true``, ``false`` or ``null`` is never read (those are always the literals).
         max_length: The most characters ``source`` may have.
         max_depth: The most levels of nesting: of the parse tree (a chain of ``&&`` or ``||``
             counts as one level), and of parentheses, brackets, calls and ``?:``.
@@ -199,24 +215,7 @@ def compile_expression(
         batch: The batch forms to compile as well (:data:`BATCH_SHAPES`), over the first
             variable; they are in :attr:`Expression.batch`.
         check: Whether to type-check the expression (the default, which the service always
-            uses). ``False`` is CEL's unchecked evaluation (cel-go's ``disable_check``): what
-            the checker would refuse (an unknown identifier, function or method, a wrong
-            number of arguments, an operand or argument of a type with no overload) is
-            instead an :class:`EvaluationError` when that part of the expression is
-            evaluated, with the message the checker would have given (``unknown identifier
-            'x'``, ``no such overload: int + string``, ``the operands of '&&' must be bool,
-            not int``): an error value, which ``&&``, ``||``, ``?:``, ``all`` and ``exists``
-            absorb or skip as for any other (``x || true`` is ``true``, ``false && 32`` is
-            ``false``). A part refused so evaluates none of its operands, except where a
-            bool is wanted (an operand of ``&&`` or ``||``, the condition of ``?:``, a
-            macro's predicate): the value of another type is evaluated first, so its own
-            error wins. Everything else is as checked: the syntax, variable names, literals,
-            a literal ``matches`` pattern, duplicate literal map keys and every limit
-            (length, depth, nodes, macro depth, cost, steps). The cost estimate counts a
-            refused part as one node: it raises at once, evaluating nothing. What the checker
-            takes compiles to the same program either way. :attr:`Expression.checked` says
-            which; the vector backend compiles an unchecked expression only if the checker
-            takes it.
+            uses); ``False`` is CEL's unchecked evaluation (see "Unchecked" above).
 
     Returns:
         The compiled :class:`Expression`.
@@ -233,16 +232,8 @@ def compile_expression(
     if not isinstance(source, str):
         raise TypeError(f"an expression is a string, not {type(source).__name__}")
     names = _check_variables(variables)
-    limits = _Limits(
-        max_length,
-        max_depth,
-        max_nodes,
-        max_macro_depth,
-        max_cost,
-        max_steps,
-        max_record_bytes,
-        check,
-    )
+    sizes = (max_length, max_depth, max_nodes, max_macro_depth)
+    limits = _Limits(*sizes, max_cost, max_steps, max_record_bytes, check)
     return _compile(source, names, limits, batch)
 
 

@@ -57,11 +57,9 @@ class _Emitter:
     ) -> None:
         self.source = source
         self.checked = checked
-        """Whether what the type checker refuses is refused at compile time (else it is an
-        error when evaluated: see :meth:`ill_typed`)."""
+        """Whether what the checker refuses is refused now (else when evaluated: ill_typed)."""
         self.deferred: set[int] = set()
-        """The nodes (by ``id``) that, unchecked, evaluate to the checker's error: compiled to
-        a call that raises it, their operands not evaluated (the cost estimate counts one)."""
+        """Nodes (by ``id``) compiled, unchecked, to raise the checker's error when evaluated."""
         self.variables = variables
         self.scope: dict[str, str] = {name: name for name in variables}
         self.max_macro_depth = max_macro_depth
