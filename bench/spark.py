@@ -31,6 +31,11 @@ Spark runs in this process (``--master``, default ``local[2]``; the JVM with its
   against Spark reading the same rows from that Parquet file to ``noop`` (target >= 0.5x).
   Every typed write is checked (the input took every row) and so is every read (its count).
   ``--typed`` runs only this part: ``--rows 10000000 --repeats 2`` for the issue's figures.
+  Beside them, the **floor** of any Python data source: a source (``FloorSource``, in this
+  file) whose readers yield the same rows as the typed read (one partition per time, Arrow
+  batches of ``--batch-sizes``'s last size), made once per Python worker and kept, so that
+  no network, server or conversion is timed: only Spark taking Arrow batches from its Python
+  workers, which every Python data source pays.
 
 * **Latency.** A streaming read (``readStream.format("frontier")``, default trigger, the
   ``foreachBatch`` callback in this process) of a dataflow ``input -> output``; each round
@@ -61,6 +66,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 import api.spark
 from api.client import Client
@@ -211,6 +217,60 @@ TYPED = {
 }
 
 
+class FloorPartition(InputPartition):  # type: ignore[misc]
+    """One time's rows."""
+
+    def __init__(self, time: int) -> None:
+        self.time = time
+
+
+_FLOOR: dict[tuple[int, int, int], list[Any]] = {}
+"""Per (rows, time, batch size): the batches a Python worker made for that time (kept)."""
+
+
+class FloorReader(DataSourceReader):  # type: ignore[misc]
+    """Yields each time's rows as the typed read gets them, from memory."""
+
+    def __init__(self, rows: int, size: int) -> None:
+        self.rows, self.size = rows, size
+
+    def partitions(self) -> list[FloorPartition]:
+        return [FloorPartition(t) for t in range(TIMES)]
+
+    def read(self, partition: Any) -> Any:
+        import numpy as np
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        key = (self.rows, partition.time, self.size)
+        batches = _FLOOR.get(key)
+        if batches is None:
+            values = pa.array(np.arange(partition.time, self.rows, TIMES, dtype=np.int64))
+            keys = pc.binary_join_element_wise(
+                "k", pc.cast(pc.remainder(values, 7), pa.string()), ""
+            )
+            times = pa.array(np.full(len(values), partition.time, dtype=np.int64))
+            whole = pa.RecordBatch.from_arrays([times, keys, values], ["time", "key", "value"])
+            batches = _FLOOR[key] = [
+                whole.slice(start, self.size) for start in range(0, len(whole), self.size)
+            ]
+        yield from batches
+
+
+class FloorSource(DataSource):  # type: ignore[misc]
+    """``format("frontierfloor")``: the rows of the typed read, from the workers' memory."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "frontierfloor"
+
+    def schema(self) -> str:
+        return "time LONG, key STRING, value LONG"
+
+    def reader(self, schema: Any) -> FloorReader:
+        return FloorReader(int(self.options["rows"]), int(self.options["size"]))
+
+
 def typed_throughput(
     spark: SparkSession, client: Client, url: str, rows: int, repeats: int, size: int
 ) -> dict[str, Any]:
@@ -229,6 +289,12 @@ def typed_throughput(
     parquet: list[float] = []
     read: list[float] = []
     parquet_read: list[float] = []
+    floor: list[float] = []
+    spark.dataSource.register(FloorSource)
+
+    def read_floor() -> Any:
+        source = spark.read.format("frontierfloor").option("rows", rows).option("size", size)
+        return source.load()
 
     def read_typed(dataflow: str) -> Any:
         return (
@@ -245,6 +311,7 @@ def typed_throughput(
         client.close_input(warm, "rows")
         read_typed(warm).write.format("noop").mode("overwrite").save()
         client.drop(warm)
+        assert read_floor().count() == rows  # every Python worker makes its batches once
         for _ in range(repeats):
             parquet.append(timed(lambda: frame.write.mode("overwrite").parquet(parquet_path)))
             dataflow = client.create_dataflow(TYPED)["id"]
@@ -270,6 +337,7 @@ def typed_throughput(
             )
             assert read_typed(dataflow).count() == rows
             client.drop(dataflow)
+            floor.append(timed(lambda: read_floor().write.format("noop").mode("overwrite").save()))
     finally:
         frame.unpersist()
         shutil.rmtree(scratch, ignore_errors=True)
@@ -278,6 +346,7 @@ def typed_throughput(
         ("parquet_write", parquet),
         ("typed_read", read),
         ("parquet_read", parquet_read),
+        ("floor_read", floor),
     ):
         results[name] = {"seconds": seconds, "rows_per_s": rate(rows, seconds)}
         print(f"{name:14s} {median_best(seconds)}  {rate(rows, seconds) / 1e6:6.2f} M rows/s")
@@ -286,6 +355,9 @@ def typed_throughput(
     results["write_vs_parquet"], results["read_vs_parquet"] = write_ratio, read_ratio
     print(f"typed write / Parquet write x{write_ratio:.2f} (target >= 0.7)")
     print(f"typed read / Parquet read   x{read_ratio:.2f} (target >= 0.5)")
+    floor_ratio = rate(rows, floor) / rate(rows, parquet_read)
+    results["floor_vs_parquet"] = floor_ratio
+    print(f"floor read / Parquet read   x{floor_ratio:.2f} (any Python data source's ceiling)")
     return results
 
 
