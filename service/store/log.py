@@ -42,6 +42,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
+from service.store.retire import Retiring
+
 log = logging.getLogger("frontier.store")
 
 MAGIC = 0x4E4F5246  # b"FRON" read as a little-endian u32
@@ -217,6 +219,8 @@ class Log:
         committer's thread (which syncs): a sync never uses a descriptor being closed."""
         self._dirty = False
         self._new_segment = False
+        self._retiring = Retiring()
+        """Full segments being synced and closed in a thread (:mod:`service.store.retire`)."""
 
     # ----------------------------------------------------------------- opening
 
@@ -388,11 +392,10 @@ class Log:
         if last is None or self._full(last):
             first = self.next_position
             path = self.directory / _segment_name(first)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
             with self._lock:
-                if self._dirty and self._fd >= 0:
-                    os.fdatasync(self._fd)  # the full segment's frames before it is closed
-                self._close_fd()
-                self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+                self._retiring.add(self._fd, self._dirty)  # synced and closed off the loop
+                self._fd = fd
             last = _Segment(path, first, 0, 0)
             self._segments.append(last)
             self._new_segment = True
@@ -411,11 +414,15 @@ class Log:
         with self._lock:
             fd = os.dup(self._fd) if self._dirty and self._fd >= 0 else -1
             self._dirty = False
+            retiring = self._retiring.begun()
         if fd >= 0:
             try:
                 os.fdatasync(fd)
             finally:
                 os.close(fd)
+        self._retiring.wait(retiring)  # the full segments' syncs too (their error, if any)
+        with self._lock:
+            self._retiring.forget(retiring)
         if self._new_segment:
             # The new segment's name must be durable too.
             fd = os.open(self.directory, os.O_RDONLY)
@@ -478,6 +485,10 @@ class Log:
 
     def close(self) -> None:
         """Close the open segment (what was appended and not synced may be lost)."""
+        with self._lock:
+            retiring = self._retiring.begun()
+            self._retiring.forget(retiring)
+        self._retiring.settle(retiring, self.directory)
         with self._lock:
             self._close_fd()
             if self._record_fd >= 0:

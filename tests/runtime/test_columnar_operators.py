@@ -343,3 +343,31 @@ async def test_an_int64_sum_that_overflows_is_an_error(layout: Layout, clusters:
         "outside int64",
     ):
         await clusters.run(layout, overflowing)
+
+
+@pytest.mark.parametrize(
+    ("values", "kind", "by_bins"),
+    [
+        ([5, 3, 5, -2, 3, 5], pa.int64(), True),
+        ([-128, 127, 127, 0], pa.int8(), True),  # a span wider than int8 holds
+        ([2**64 - 1, 2**64 - 3, 2**64 - 1], pa.uint64(), True),
+        ([-(2**63), -(2**63) + 2, -(2**63)], pa.int64(), True),
+        ([-(2**63), 2**63 - 1], pa.int64(), False),  # too wide
+        ([1, None, 1], pa.int64(), False),  # a null
+        (["a", "b", "a"], pa.string(), False),  # not integers
+    ],
+)
+def test_count_by_columns_counts_integer_keys_by_bins_as_value_counts_does(
+    values: list[Any], kind: pa.DataType, by_bins: bool
+) -> None:
+    from operators.columnar.counting import _dense_counts
+
+    column = pa.chunked_array([pa.array(values[:2], kind), pa.array(values[2:], kind)])
+    counted = _dense_counts(column)
+    assert (counted is not None) == by_bins
+    if counted is None:
+        return  # pc.value_counts counts them
+    expected = pc.value_counts(column).flatten()
+    assert counted[0].type == kind and counted[1].type == pa.int64()
+    pairs = dict(zip(counted[0].to_pylist(), counted[1].to_pylist(), strict=True))
+    assert pairs == dict(zip(expected[0].to_pylist(), expected[1].to_pylist(), strict=True))

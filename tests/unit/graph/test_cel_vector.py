@@ -178,6 +178,21 @@ def test_division_truncates_and_the_remainder_has_the_dividends_sign() -> None:
     assert outcomes("a % b", a=a, b=b) == [-1, 1, -1, 1, "error", "error", "error"]
 
 
+def test_a_remainder_by_a_power_of_two_is_the_low_bits_only_where_no_dividend_is_negative() -> None:
+    """``x % 2^k`` is ``x & (2^k - 1)`` for ``x >= 0``; a negative dividend keeps its sign."""
+    r = column([0, 1, 7, 8, None, INT64_MAX])
+    assert outcomes("r % 1", r=r) == [0, 0, 0, 0, "error", 0]
+    assert outcomes("r % 2", r=r) == [0, 1, 1, 0, "error", 1]
+    assert outcomes("r % 8 == 0", r=r) == [True, False, False, True, "error", False]
+    assert outcomes("r % 6", r=r) == [0, 1, 1, 2, "error", 1]
+    signed = column([-7, 7, -8, INT64_MIN])
+    assert outcomes("r % 4", r=signed) == [-3, 3, 0, 0]
+    u = column([0, 5, UINT64_MAX], pa.uint64())
+    assert outcomes("r % 4u", r=u) == [0, 1, 3]
+    values, failed = vector("r % 2", {"r": pa.int64()}).evaluate(column([3, 4]))
+    assert (values.type, values.to_pylist(), failed) == (pa.int64(), [1, 0], None)
+
+
 def test_double_arithmetic_follows_ieee_754() -> None:
     d = column([1.0, -1.0, 0.0, math.nan], pa.float64())
     values = outcomes("d / 0.0", d=d)

@@ -165,3 +165,57 @@ def test_a_segments_first_frame_does_not_count_toward_its_roll(tmp_path: Path) -
     assert reopened.segment_starts() == [0, 2]
     assert reopened.rolls_next()  # its head is known again from the segment's first frame
     assert [p for p, _ in reopened.replay()] == list(range(7))
+
+
+def test_a_full_segment_is_synced_off_the_appending_thread_and_a_sync_waits_for_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    import service.store.log as module
+
+    synced: list[tuple[int, str]] = []
+    real = os.fdatasync
+
+    def fdatasync(fd: int) -> None:
+        synced.append((fd, threading.current_thread().name))
+        real(fd)
+
+    monkeypatch.setattr(module.os, "fdatasync", fdatasync)
+    log = Log(tmp_path, segment_bytes=100)
+    log.append([b"head"])  # a segment's first frame does not count toward its roll
+    log.append([b"a" * 120])
+    full = log._fd
+    log.append([b"b" * 10])  # rolls: the full segment is synced and closed in another thread
+    assert log._fd != full
+    log.sync()  # waits for it, then syncs the open segment
+    # (The number may be used again once closed: by the sync's duplicate of the open one.)
+    assert (full, "frontier-log-retire_0") in synced
+    assert log._retiring.begun() == []
+    log.close()
+    assert [p for p, _ in Log(tmp_path, segment_bytes=100).replay()] == [0, 1, 2]
+
+
+def test_a_failed_sync_of_a_full_segment_fails_the_next_sync(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import service.store.log as module
+
+    log = Log(tmp_path, segment_bytes=100)
+    log.append([b"head"])
+    log.append([b"a" * 120])
+    full = log._fd
+    real = os.fdatasync
+
+    def fdatasync(fd: int) -> None:
+        if fd == full:
+            raise OSError(5, "Input/output error")
+        real(fd)
+
+    monkeypatch.setattr(module.os, "fdatasync", fdatasync)
+    log.append([b"b" * 10])  # the append itself goes on: the failure is the sync's to tell
+    with pytest.raises(OSError, match="Input/output error"):
+        log.sync()
+    with pytest.raises(OSError):  # and stays told: nothing after it is durable
+        log.sync()
+    log.close()
