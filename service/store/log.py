@@ -36,12 +36,12 @@ import logging
 import os
 import struct
 import threading
-import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
+from service.store.checksum import crc32
 from service.store.retire import Retiring
 
 log = logging.getLogger("frontier.store")
@@ -90,7 +90,7 @@ class SyncRecord(NamedTuple):
     def encode(self) -> bytes:
         """The record's bytes: its fields and their checksum."""
         body = _RECORD.pack(_RECORD_MAGIC, *self)
-        return body + _CHECK.pack(zlib.crc32(body))
+        return body + _CHECK.pack(crc32(body))
 
     @staticmethod
     def decode(data: bytes) -> SyncRecord | None:
@@ -99,7 +99,7 @@ class SyncRecord(NamedTuple):
         if len(data) < size:
             return None
         (check,) = _CHECK.unpack_from(data, _RECORD.size)
-        if zlib.crc32(data[: _RECORD.size]) != check:
+        if crc32(data[: _RECORD.size]) != check:
             return None
         magic, *fields = _RECORD.unpack_from(data)
         return SyncRecord(*fields) if magic == _RECORD_MAGIC else None
@@ -118,9 +118,9 @@ def frame_parts(payload: Payload) -> list[bytes]:
     parts = [payload] if isinstance(payload, bytes) else list(payload)
     check = 0
     for part in parts:
-        check = zlib.crc32(part, check)
+        check = crc32(part, check)
     head = _HEAD.pack(MAGIC, sum(map(len, parts)), check)
-    return [head + _CHECK.pack(zlib.crc32(head)), *parts]
+    return [head + _CHECK.pack(crc32(head)), *parts]
 
 
 def encode_frame(payload: Payload) -> bytes:
@@ -177,7 +177,7 @@ def _bad_frame(view: memoryview, offset: int, size: int) -> tuple[str, bool] | N
         return "a header cut short", True
     magic, length, crc = _HEAD.unpack_from(view, offset)
     (check,) = _CHECK.unpack_from(view, offset + _HEAD.size)
-    if magic != MAGIC or zlib.crc32(view[offset : offset + _HEAD.size]) != check:
+    if magic != MAGIC or crc32(view[offset : offset + _HEAD.size]) != check:
         # Bytes never written read as zeros; anything else is a damaged header.
         return "a damaged header", not any(view[offset:])
     if length > MAX_PAYLOAD:
@@ -185,7 +185,7 @@ def _bad_frame(view: memoryview, offset: int, size: int) -> tuple[str, bool] | N
     end = offset + HEADER_BYTES + length
     if end > size:
         return "a payload cut short", True
-    if zlib.crc32(view[offset + HEADER_BYTES : end]) != crc:
+    if crc32(view[offset + HEADER_BYTES : end]) != crc:
         # Only the last frame written may have been torn mid-payload (perhaps followed by
         # blocks allocated but never written).
         return "a payload whose checksum does not match", not any(view[end:])

@@ -29,7 +29,6 @@ import contextlib
 import dataclasses
 import os
 import shutil
-import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +36,7 @@ from pathlib import Path
 from operators.graph import parse_graph
 from service.store.catalogue import FILE as CATALOGUE
 from service.store.catalogue import Catalogue, StoredDataflow
+from service.store.checksum import crc32
 from service.store.lock import DirectoryLock
 from service.store.log import Log, StoreError, SyncRecord, encode_frame
 
@@ -133,7 +133,7 @@ def _frames(path: Path) -> list[tuple[int, int, int]]:
         return []
     log = Log(path, repair=False)
     try:
-        return [(p, len(payload), zlib.crc32(payload)) for p, payload in log.replay()]
+        return [(p, len(payload), crc32(payload)) for p, payload in log.replay()]
     finally:
         log.close()
 
