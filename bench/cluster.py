@@ -63,7 +63,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from common import bare_send, free_ports, percentile, table  # bench/common.py (the script's folder)
+from common import bare_send, percentile, table  # bench/common.py (the script's folder)
 from runtime import (  # bench/runtime.py: W1 and W2 as the one-process benchmark runs them
     w1_data,
     w1_keep,
@@ -85,6 +85,7 @@ import operators  # noqa: F401  (registers the stream-building scope)
 from operators import Worker, execute
 from operators.runtime import Fabric, rows_of
 from operators.runtime.cluster import ClusterFabric, ClusterSpec, connect
+from tests.runtime.fabrics import free_ports  # the tests' own, one for both
 
 SCRIPT = Path(__file__).resolve()
 SECRET = b"bench"

@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from common import bare_send, free_ports, table  # bench/common.py (the script's folder)
+from common import bare_send, table  # bench/common.py (the script's folder)
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -47,6 +47,7 @@ import operators  # noqa: F401  (registers the stream-building scope)
 from operators import Worker, execute
 from operators.runtime import Columns
 from operators.runtime.cluster import ClusterFabric, ClusterSpec, connect
+from tests.runtime.fabrics import free_ports  # the tests' own, one for both
 
 SCRIPT = Path(__file__).resolve()
 SECRET = b"bench"

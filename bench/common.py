@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import math
-import socket
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -102,18 +101,6 @@ def start_server(
         except OSError:
             time.sleep(0.05)
     return server, f"http://127.0.0.1:{port}"
-
-
-def free_ports(count: int) -> list[int]:
-    """``count`` ports of 127.0.0.1 free a moment ago."""
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
 
 
 async def bare_send(port: int, total: int, frames: int) -> int:
