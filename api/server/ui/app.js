@@ -583,7 +583,7 @@
 
   // Each input's and output's panel is made once (its charts live in it) and then only the
   // parts whose content changed are rewritten.
-  function panel(kind, name, message) {
+  function panel(kind, name) {
     const key = `${kind}:${name}`;
     let made = state.panels.get(key);
     if (made) return made;
@@ -623,7 +623,7 @@
       return c ? `${compact(c[which])} (${rate(c[`${which}Rate`])})` : "–";
     };
     for (const [name, input] of Object.entries(message.inputs)) {
-      const made = panel("input", name, message);
+      const made = panel("input", name);
       show(made, "title", [input.closed], () => [name, input.closed ? " (closed)" : ""]);
       show(made, "counts", counts(name, "in"), () => `records in ${counts(name, "in")}`);
       show(made, "readers", [input.sessions, input.transactions, input.staged], () => [
@@ -635,7 +635,7 @@
       ]);
     }
     for (const [name, output] of Object.entries(message.outputs)) {
-      const made = panel("output", name, message);
+      const made = panel("output", name);
       show(made, "counts", [counts(name, "out"), output.retained],
         () => `records out ${counts(name, "out")}, ${compact(output.retained)} retained`);
       show(made, "readers", [output.subscribers, output.consumers], () => [
